@@ -1,0 +1,113 @@
+package config
+
+import "time"
+
+// Config is the whole daemon configuration. Field tags are the file keys.
+// Sizes are bytes, rates are per second, after parsing.
+type Config struct {
+	NATS          NATS                  `mapstructure:"nats"`
+	Admin         Admin                 `mapstructure:"admin"`
+	Ingress       Ingress               `mapstructure:"ingress"`
+	ShutdownGrace time.Duration         `mapstructure:"shutdown_grace"`
+	Downstreams   map[string]Downstream `mapstructure:"downstreams"`
+}
+
+// NATS says how to reach NATS; an empty URL starts an embedded server.
+type NATS struct {
+	URL      string   `mapstructure:"url"`
+	Embedded Embedded `mapstructure:"embedded"`
+	Creds    string   `mapstructure:"creds"`
+	NKey     string   `mapstructure:"nkey"` // path to an nkey seed file
+	User     string   `mapstructure:"user"`
+	Password string   `mapstructure:"password"`
+	Token    string   `mapstructure:"token"`
+	TLS      TLS      `mapstructure:"tls"`
+}
+
+// Embedded configures the in-process NATS server.
+type Embedded struct {
+	Listen   string `mapstructure:"listen"`
+	StoreDir string `mapstructure:"store_dir"`
+}
+
+// TLS holds client TLS files (all optional).
+type TLS struct {
+	CA   string `mapstructure:"ca"`
+	Cert string `mapstructure:"cert"`
+	Key  string `mapstructure:"key"`
+}
+
+// Admin configures the admin HTTP listener.
+type Admin struct {
+	Listen string `mapstructure:"listen"`
+}
+
+// Ingress configures job intake.
+type Ingress struct {
+	SubjectPrefix string        `mapstructure:"subject_prefix"`
+	QueueGroup    string        `mapstructure:"queue_group"`
+	KeyHeader     string        `mapstructure:"key_header"`
+	MaxPayload    ByteSize      `mapstructure:"max_payload"`
+	DedupeWindow  time.Duration `mapstructure:"dedupe_window"`
+}
+
+// ByteSize is a size in bytes, written in config as 512B, 64KiB, 1MiB.
+type ByteSize int64
+
+// Rate is a rate in events per second, written in config as 2/s, 120/m, 0.5/s, 1000/h.
+type Rate float64
+
+// Downstream configures one protected backend.
+type Downstream struct {
+	Rate        Rate       `mapstructure:"rate"`
+	Concurrency int        `mapstructure:"concurrency"`
+	Queue       Queue      `mapstructure:"queue"`
+	Admission   *Admission `mapstructure:"admission"`
+	Sink        Sink       `mapstructure:"sink"`
+	Retry       Retry      `mapstructure:"retry"`
+	DeadLetter  string     `mapstructure:"dead_letter"`
+}
+
+// Queue configures a downstream's bounded queue.
+type Queue struct {
+	Capacity int           `mapstructure:"capacity"`
+	Backend  string        `mapstructure:"backend"` // jetstream | memory
+	MaxWait  time.Duration `mapstructure:"max_wait"`
+}
+
+// Admission configures per-key admission control.
+type Admission struct {
+	Mode   string        `mapstructure:"mode"`
+	Rate   Rate          `mapstructure:"rate"`
+	Burst  int           `mapstructure:"burst"`
+	Limit  int           `mapstructure:"limit"`
+	Window time.Duration `mapstructure:"window"`
+}
+
+// Sink configures where a downstream's jobs go; exactly one is set.
+type Sink struct {
+	HTTP *HTTPSink `mapstructure:"http"`
+	NATS *NATSSink `mapstructure:"nats"`
+}
+
+// HTTPSink is an HTTP endpoint.
+type HTTPSink struct {
+	URL     string            `mapstructure:"url"`
+	Method  string            `mapstructure:"method"`
+	Timeout time.Duration     `mapstructure:"timeout"`
+	Headers map[string]string `mapstructure:"headers"`
+}
+
+// NATSSink is a NATS subject.
+type NATSSink struct {
+	Subject string        `mapstructure:"subject"`
+	Request bool          `mapstructure:"request"`
+	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// Retry configures delivery retries.
+type Retry struct {
+	MaxAttempts    int           `mapstructure:"max_attempts"`
+	InitialBackoff time.Duration `mapstructure:"initial_backoff"`
+	MaxBackoff     time.Duration `mapstructure:"max_backoff"`
+}

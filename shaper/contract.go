@@ -1,0 +1,147 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/shaperd/shaper/limiter"
+)
+
+// Job is one unit of work for a downstream. Payload and Header are passed to
+// the sink untouched (the sink adds the Shaper-* headers).
+type Job struct {
+	ID         string        // unique; also the Idempotency-Key sent downstream
+	Downstream string        // lane name
+	Key        string        // admission key ("" = the shared anonymous key)
+	Cost       int           // admission cost, >= 1 (0 is treated as 1)
+	Payload    []byte        // opaque
+	Header     http.Header   // producer headers to pass on (may be nil)
+	MaxWait    time.Duration // per-job override of the lane's max wait; 0 = lane default
+
+	// Set by the shaper.
+	Enqueued time.Time
+	Deadline time.Time // zero = no deadline
+	Attempt  int       // number of the try in progress, from 1
+}
+
+// Reason is why a job was rejected or dropped. The values are SPEC.md's.
+type Reason string
+
+// Rejection reasons (never accepted) and drop reasons (accepted, then lost).
+const (
+	ReasonRateLimited       Reason = "rate_limited"
+	ReasonQueueFull         Reason = "queue_full"
+	ReasonUnknownDownstream Reason = "unknown_downstream"
+	ReasonPayloadTooLarge   Reason = "payload_too_large"
+	ReasonBadRequest        Reason = "bad_request"
+	ReasonUnavailable       Reason = "unavailable"
+
+	ReasonExpired  Reason = "expired"
+	ReasonShutdown Reason = "shutdown"
+	ReasonFailed   Reason = "failed"
+)
+
+// Receipt is the answer to a submission.
+type Receipt struct {
+	Accepted   bool
+	JobID      string
+	Downstream string
+	Position   int           // 1-based place in the queue when accepted
+	ETA        time.Duration // predicted wait until the job starts
+	Reason     Reason        // when rejected
+	RetryAfter time.Duration // when rejected and a retry can help; computed, never guessed
+	Err        error         // human-readable cause when rejected
+}
+
+// Sink delivers a job to a downstream. Deliver is called concurrently up to
+// the lane's concurrency. A nil error means done. Errors are classified:
+// *PushbackError (downstream asked to wait; does not burn an attempt),
+// *PermanentError (no retry); anything else is retried with backoff.
+type Sink interface {
+	Deliver(ctx context.Context, job *Job) error
+}
+
+// PushbackError reports that the downstream asked us to slow down (HTTP 429
+// or 503 with Retry-After). The lane pauses for RetryAfter, then retries.
+type PushbackError struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *PushbackError) Error() string {
+	return fmt.Sprintf("downstream pushed back for %s: %v", e.RetryAfter, e.Err)
+}
+func (e *PushbackError) Unwrap() error { return e.Err }
+
+// PermanentError reports a failure that retrying cannot fix (HTTP 4xx).
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return "permanent failure: " + e.Err.Error() }
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// DeadLetter is a job that failed for good or was dropped, with why.
+type DeadLetter struct {
+	Subject string // the lane's dead_letter subject (never empty when sent)
+	Job     *Job
+	Reason  Reason
+	Err     string
+}
+
+// DeadLetterer publishes dead letters. Implemented outside this package
+// (the daemon publishes to NATS).
+type DeadLetterer interface {
+	DeadLetter(ctx context.Context, dl DeadLetter) error
+}
+
+// ErrUnknownDownstream is returned by lane operations on a name that is not configured.
+var ErrUnknownDownstream = errors.New("shaper: unknown downstream")
+
+// Settings is the whole shaper configuration, as built by config.ShaperSettings.
+type Settings struct {
+	Lanes         []LaneSettings
+	ShutdownGrace time.Duration // in-flight deliveries get this long on Stop
+}
+
+// LaneSettings configures one downstream.
+type LaneSettings struct {
+	Name        string
+	Rate        float64         // starts per second, > 0
+	Concurrency int             // max deliveries in flight, >= 1
+	Capacity    int             // queue bound, >= 1
+	MaxWait     time.Duration   // 0 = unbounded
+	Admission   *limiter.Config // nil = no admission control
+	Retry       RetryPolicy
+	Sink        SinkSpec
+	DeadLetter  string // subject; "" = none
+}
+
+// RetryPolicy bounds retries of failed deliveries.
+type RetryPolicy struct {
+	MaxAttempts    int // total tries including the first, >= 1
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+}
+
+// SinkSpec says where a lane delivers. Exactly one of HTTP and NATS is set.
+type SinkSpec struct {
+	HTTP *HTTPSinkSpec
+	NATS *NATSSinkSpec
+}
+
+// HTTPSinkSpec configures an HTTP sink.
+type HTTPSinkSpec struct {
+	URL     string
+	Method  string
+	Timeout time.Duration
+	Headers http.Header
+}
+
+// NATSSinkSpec configures a NATS sink (built by the daemon).
+type NATSSinkSpec struct {
+	Subject string
+	Request bool
+	Timeout time.Duration
+}
