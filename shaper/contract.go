@@ -25,6 +25,9 @@ type Job struct {
 	Enqueued time.Time
 	Deadline time.Time // zero = no deadline
 	Attempt  int       // number of the try in progress, from 1
+
+	failures int       // tries that count against RetryPolicy.MaxAttempts (not pushbacks)
+	slot     time.Time // schedule slot of the try in progress (for lag measurements)
 }
 
 // Reason is why a job was rejected or dropped. The values are SPEC.md's.
@@ -42,6 +45,10 @@ const (
 	ReasonExpired  Reason = "expired"
 	ReasonShutdown Reason = "shutdown"
 	ReasonFailed   Reason = "failed"
+
+	// ReasonSlowConsumer counts intake messages NATS dropped before the
+	// daemon read them (see Metrics.Dropped).
+	ReasonSlowConsumer Reason = "nats_slow_consumer"
 )
 
 // Receipt is the answer to a submission.
@@ -102,16 +109,16 @@ var ErrUnknownDownstream = errors.New("shaper: unknown downstream")
 // Settings is the whole shaper configuration, as built by config.ShaperSettings.
 type Settings struct {
 	Lanes         []LaneSettings
-	ShutdownGrace time.Duration // in-flight deliveries get this long on Stop
+	ShutdownGrace time.Duration // in-flight deliveries get this long at shutdown; 0 = 10s
 }
 
 // LaneSettings configures one downstream.
 type LaneSettings struct {
 	Name        string
 	Rate        float64         // starts per second, > 0
-	Concurrency int             // max deliveries in flight, >= 1
+	Concurrency int             // max deliveries in flight, >= 1; 0 = 1
 	Capacity    int             // queue bound, >= 1
-	MaxWait     time.Duration   // 0 = unbounded
+	MaxWait     time.Duration   // max time from acceptance to start; 0 = unbounded
 	Admission   *limiter.Config // nil = no admission control
 	Retry       RetryPolicy
 	Sink        SinkSpec
@@ -120,9 +127,9 @@ type LaneSettings struct {
 
 // RetryPolicy bounds retries of failed deliveries.
 type RetryPolicy struct {
-	MaxAttempts    int // total tries including the first, >= 1
-	InitialBackoff time.Duration
-	MaxBackoff     time.Duration
+	MaxAttempts    int           // total tries including the first, >= 1; 0 = 5
+	InitialBackoff time.Duration // backoff after the first failure; 0 = 1s
+	MaxBackoff     time.Duration // cap of the doubling backoff; 0 = 1m
 }
 
 // SinkSpec says where a lane delivers. Exactly one of HTTP and NATS is set.
@@ -135,8 +142,12 @@ type SinkSpec struct {
 type HTTPSinkSpec struct {
 	URL     string
 	Method  string
-	Timeout time.Duration
+	Timeout time.Duration // per try; 0 = 10s
 	Headers http.Header
+
+	// MaxIdleConnsPerHost bounds the idle keep-alive connections the sink
+	// keeps; 0 = 32. NewLaneSink raises it to the lane's concurrency.
+	MaxIdleConnsPerHost int
 }
 
 // NATSSinkSpec configures a NATS sink (built by the daemon).

@@ -1,3 +1,59 @@
 // Package shaper paces jobs from bounded per-downstream queues into their
 // sinks at a constant rate (a leaky bucket), with optional per-key admission.
+//
+// # Intake
+//
+// Shaper.Submit checks, under the lane's lock: shutting down (unavailable),
+// unknown lane (unknown_downstream), a full bucket (queue_full, Retry-After =
+// time until the next start frees a slot), then the lane's limiter
+// (rate_limited, Retry-After = the limiter's). Capacity is checked before
+// admission, so a queue_full rejection never costs the key a token. The
+// bucket's level is the queued jobs plus the job started in the current
+// drain interval (it is still leaking out): a burst into an idle lane
+// accepts exactly Capacity jobs, however the scheduler interleaves.
+//
+// # Pacing
+//
+// One scheduler goroutine owns one time.Timer and a min-heap of lanes keyed
+// by when each next wants to start; there is no goroutine or timer per job
+// or per lane. Starts follow an absolute schedule: each start takes slot
+// s = max(next, the job's ready time), then next = s + 1/rate. A scheduler
+// that wakes late starts every slot it missed, but never slots older than
+// 20 ms (catch-up bound). A lane that could not start — empty, paused, at
+// its concurrency cap, waiting out a pushback — restarts its schedule from
+// the moment it could (no catch-up after idle). Hence starts never exceed
+// rate×W + 1 over a window W except for the bounded catch-up, and the
+// long-run rate equals the configured rate. Each delivery runs in its own
+// goroutine; at most Concurrency run per lane.
+//
+// # Outcomes
+//
+// A nil Sink error is success. *PushbackError pauses that lane until
+// now+RetryAfter and puts the job back first; it counts as a try
+// (Job.Attempt increases) but not against RetryPolicy.MaxAttempts.
+// *PermanentError fails the job at once. Other errors retry with
+// exponential backoff and equal jitter (see backoff) up to MaxAttempts
+// tries; a retry goes ahead of newer jobs once its backoff has elapsed and
+// takes a start slot like any start. A job that fails for good is
+// dead-lettered with ReasonFailed. A job that cannot start by its Deadline
+// (set at acceptance from Job.MaxWait or LaneSettings.MaxWait) — at the
+// front of the queue, or because a backoff or pushback would outlast it —
+// is dropped as expired without taking a slot and never sent late. Expiry is
+// checked at the front of the queue: when a start reaches the job, and when
+// a Submit finds the bucket full.
+//
+// # Lifecycle
+//
+// Run runs the scheduler until its context ends, then stops intake and
+// starts, waits up to Settings.ShutdownGrace for in-flight deliveries
+// (then cancels them: those jobs are dead-lettered as shutdown), and
+// dead-letters every queued job with ReasonShutdown. Apply reconfigures in
+// place (see Apply). Dead letters are published by one goroutine, in order,
+// outside every lock.
+//
+// The lane's queue is reached through the small jobQueue interface (enqueue
+// with a bound; take, ack, retry later, give up) so that a durable backend
+// can replace the in-memory queue.Bucket.
+//
+// Logs use log/slog and never contain admission keys or payloads.
 package shaper

@@ -1,0 +1,166 @@
+package shaper
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+)
+
+// lanePlan is one lane of a new configuration, prepared before anything
+// changes so that a failing Apply changes nothing.
+type lanePlan struct {
+	cfg    LaneSettings
+	l      *lane // existing lane (active or draining); nil = new lane
+	sink   Sink  // new sink; nil = keep the lane's
+	adm    admitter
+	newAdm bool // replace the lane's admitter with adm (may be nil)
+}
+
+// Apply reconfigures the shaper in place without losing queued jobs; New
+// uses it for the initial configuration. Safe for concurrent use; it does
+// not block on I/O (beyond what Deps.Sinks does). All of s is validated and
+// every new sink and limiter built first: on error nothing changes.
+//
+//   - A new rate applies to queued jobs: the next start is the last start
+//     plus the new interval.
+//   - Capacity, concurrency, retry policy and dead-letter subject change in
+//     place. A smaller capacity drops nothing; intake refuses until below.
+//   - MaxWait applies to jobs accepted from now on (a deadline is set at
+//     acceptance).
+//   - A changed sink spec builds a new sink for the next starts; in-flight
+//     deliveries finish on the old one, which is closed when Run ends.
+//   - A changed admission config starts a fresh limiter (keys' state is
+//     reset); an unchanged one keeps its state.
+//   - A new lane starts at once.
+//   - A removed lane stops intake at once (Submit answers
+//     unknown_downstream; Pause/Resume ErrUnknownDownstream), keeps
+//     delivering what it holds at its last rate (an admin pause is lifted,
+//     since nobody could resume it), then disappears from Lanes and from the
+//     metrics. Adding it back before then revives it with its queue.
+func (s *Shaper) Apply(set Settings) error {
+	set, err := normalize(set)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return ErrClosed
+	}
+	plans, err := s.plan(set.Lanes)
+	if err != nil {
+		return err
+	}
+	s.grace = set.ShutdownGrace
+	keep := make(map[string]bool, len(plans))
+	for _, p := range plans {
+		keep[p.cfg.Name] = true
+		s.applyLane(p)
+	}
+	for name, l := range s.active {
+		if !keep[name] {
+			s.removeLane(l)
+		}
+	}
+	return nil
+}
+
+// plan builds the sinks and limiters the new lanes need. Requires s.mu.
+func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
+	plans := make([]lanePlan, 0, len(lanes))
+	var errs []error
+	for _, cfg := range lanes {
+		p := lanePlan{cfg: cfg, l: s.findLane(cfg.Name), newAdm: true}
+		var old LaneSettings
+		if p.l != nil {
+			p.l.mu.Lock()
+			old = p.l.cfg
+			p.l.mu.Unlock()
+		}
+		var err error
+		if p.l == nil || !reflect.DeepEqual(old.Sink, cfg.Sink) {
+			if p.sink, err = s.sinks(cfg); err == nil && p.sink == nil {
+				err = errors.New("sink builder returned no sink")
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("downstream %q: sink: %w", cfg.Name, err))
+			}
+		}
+		if p.l == nil || !reflect.DeepEqual(old.Admission, cfg.Admission) {
+			if p.adm, err = newAdmitter(cfg.Admission); err != nil {
+				errs = append(errs, fmt.Errorf("downstream %q: admission: %w", cfg.Name, err))
+			}
+		} else {
+			p.newAdm = false
+		}
+		plans = append(plans, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		for _, p := range plans {
+			if c, ok := p.sink.(io.Closer); ok {
+				_ = c.Close()
+			}
+		}
+		return nil, err
+	}
+	return plans, nil
+}
+
+// findLane returns the active or draining lane called name. Requires s.mu.
+func (s *Shaper) findLane(name string) *lane {
+	if l := s.active[name]; l != nil {
+		return l
+	}
+	for l := range s.all {
+		if l.name == name {
+			return l
+		}
+	}
+	return nil
+}
+
+// applyLane creates or updates one lane. Requires s.mu.
+func (s *Shaper) applyLane(p lanePlan) {
+	l := p.l
+	if l == nil {
+		l = newLane(s, p.cfg, p.sink, p.adm)
+		s.active[l.name], s.all[l] = l, struct{}{}
+		s.log.Info("downstream added", "downstream", l.name, "rate", p.cfg.Rate)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.removed = false
+	l.setConfig(p.cfg)
+	if p.sink != nil {
+		s.retired = append(s.retired, l.sink)
+		l.sink = p.sink
+	}
+	if p.newAdm {
+		l.adm = p.adm
+	}
+	l.reschedule()
+	s.active[l.name] = l
+}
+
+// removeLane stops intake of l and lets it drain. Requires s.mu.
+func (s *Shaper) removeLane(l *lane) {
+	delete(s.active, l.name)
+	l.mu.Lock()
+	l.removed = true
+	if l.paused { // nobody could resume it any more: drain now
+		l.paused = false
+		l.unblock(s.clock())
+		l.updatePaused()
+	}
+	l.reschedule()
+	idle := l.idle()
+	l.mu.Unlock()
+	s.log.Info("downstream removed from config; draining what it holds", "downstream", l.name)
+	if idle {
+		delete(s.all, l)
+		s.retired = append(s.retired, l.sink)
+		s.met.forget(l.name)
+	}
+}

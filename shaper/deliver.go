@@ -1,0 +1,119 @@
+package shaper
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// deliver runs one try of job in its own goroutine and books the outcome.
+func (l *lane) deliver(sink Sink, policy RetryPolicy, job *Job, started time.Time) {
+	err := sink.Deliver(l.s.dctx, job)
+	done := l.s.clock()
+	l.m.duration.Observe(done.Sub(started).Seconds())
+	if l.finish(job, err, policy, done) {
+		l.s.forget(l)
+	}
+}
+
+// finish classifies a try's error and acts on it (SPEC "Delivery to a
+// downstream"). It reports whether a removed lane is now finished.
+func (l *lane) finish(job *Job, err error, policy RetryPolicy, now time.Time) (gone bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inflight >= l.cfg.Concurrency {
+		l.unblock(now) // was at its cap: no catch-up for the time blocked
+	}
+	l.inflight--
+	l.m.inflight.Set(float64(l.inflight))
+	var pb *PushbackError
+	var perm *PermanentError
+	switch {
+	case err == nil:
+		l.q.Ack(job)
+		l.countOutcome(OutcomeSuccess)
+	case l.s.dctx.Err() != nil:
+		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())
+	case errors.As(err, &pb):
+		l.onPushback(job, pb, now)
+	case errors.As(err, &perm):
+		l.fail(job, err)
+	default:
+		l.onError(job, err, policy, now)
+	}
+	l.reschedule()
+	return l.idle()
+}
+
+// onPushback pauses the lane until now+RetryAfter (never shortening a pause
+// already running) and puts job back at the front. The try does not count
+// against MaxAttempts; the job's deadline bounds the waiting. Requires l.mu.
+func (l *lane) onPushback(job *Job, pb *PushbackError, now time.Time) {
+	l.c.pushbacks++
+	l.m.pushbacks.Inc()
+	until := now.Add(max(pb.RetryAfter, 0))
+	if until.After(l.pushback) {
+		l.pushback = until
+	}
+	l.next = later(l.next, l.pushback)
+	l.updatePaused()
+	l.s.log.Info("downstream pushed back; lane paused", "downstream", l.name,
+		"job_id", job.ID, "attempt", job.Attempt, "until", l.pushback, "error", pb.Error())
+	if !job.Deadline.IsZero() && l.pushback.After(job.Deadline) {
+		l.drop(job, ReasonExpired, "downstream pushback outlasts max wait: "+pb.Error())
+		return
+	}
+	l.q.RetryLater(job, now)
+	l.m.depth.Set(float64(l.q.Len()))
+}
+
+// onError schedules a retry after backoff, or fails the job once
+// MaxAttempts tries have failed. Requires l.mu.
+func (l *lane) onError(job *Job, err error, policy RetryPolicy, now time.Time) {
+	job.failures++
+	if job.failures >= policy.MaxAttempts {
+		l.fail(job, fmt.Errorf("%d attempts failed, last: %w", job.failures, err))
+		return
+	}
+	wait := backoff(policy, job.failures)
+	at := now.Add(wait)
+	if !job.Deadline.IsZero() && at.After(job.Deadline) {
+		l.drop(job, ReasonExpired, fmt.Sprintf("retry in %s would pass max wait; last error: %v", wait, err))
+		return
+	}
+	l.c.retries++
+	l.m.retries.Inc()
+	l.q.RetryLater(job, at)
+	l.m.depth.Set(float64(l.q.Len()))
+	l.s.log.Debug("delivery failed; will retry", "downstream", l.name, "job_id", job.ID,
+		"attempt", job.Attempt, "backoff", wait, "error", err.Error())
+}
+
+// fail gives job up as failed; the dead-letter publisher books the outcome
+// (dead_lettered or failed). Requires l.mu.
+func (l *lane) fail(job *Job, err error) {
+	l.q.GiveUp(job)
+	l.s.dl.add(l, job, ReasonFailed, err.Error(), true)
+}
+
+// countOutcome books one delivered{outcome}. Requires l.mu.
+func (l *lane) countOutcome(o Outcome) {
+	l.c.delivered[o]++
+	l.m.delivered[o].Inc()
+}
+
+// backoff returns the wait before the retry that follows the given number
+// of failed tries: d = InitialBackoff doubled per earlier failure, capped at
+// MaxBackoff, with "equal jitter" — uniformly in [d/2, d]. Equal rather than
+// full jitter keeps at least half the backoff, so a struggling downstream
+// always gets a real pause, while retries of a burst still spread out.
+func backoff(p RetryPolicy, failures int) time.Duration {
+	d := p.InitialBackoff
+	for i := 1; i < failures && d < p.MaxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, p.MaxBackoff)
+	half := d / 2
+	return half + rand.N(d-half+1)
+}

@@ -1,0 +1,164 @@
+package shaper
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults of an HTTP sink.
+const (
+	DefaultHTTPMethod  = http.MethodPost
+	DefaultHTTPTimeout = 10 * time.Second
+	defaultIdleConns   = 32
+	maxDrain           = 64 << 10 // response bytes read so the connection can be reused
+	maxErrBody         = 200      // response bytes quoted in an error
+)
+
+// HTTPSink delivers jobs as HTTP requests (SPEC "Delivery to a downstream"):
+// the payload is the body; the configured headers are sent, then
+// Shaper-Job-Id, Shaper-Attempt and Idempotency-Key (the job ID, the same on
+// every try). Of the producer's headers only Content-Type is passed on: the
+// others were addressed to the shaper (e.g. the admission key) and must not
+// leak to the downstream.
+//
+// Responses: 2xx = done; 429 or 503 with a valid Retry-After (seconds or an
+// HTTP-date) = *PushbackError; 429/503 without one, other 5xx, timeouts and
+// connection errors = retryable errors; 3xx (redirects are not followed) and
+// other 4xx = *PermanentError.
+//
+// An HTTPSink is safe for concurrent use. Deliver blocks until the response
+// (or the timeout or ctx); the zero value is not usable, use NewHTTPSink.
+type HTTPSink struct {
+	spec   HTTPSinkSpec
+	client *http.Client
+	now    func() time.Time // for HTTP-date Retry-After; time.Now
+}
+
+// NewHTTPSink validates spec (an absolute http or https URL) and applies its
+// defaults: Method POST, Timeout 10s, MaxIdleConnsPerHost 32.
+func NewHTTPSink(spec HTTPSinkSpec) (*HTTPSink, error) {
+	u, err := url.Parse(spec.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("http sink: url %q: want an absolute http:// or https:// URL", spec.URL)
+	}
+	spec.Method = strings.ToUpper(cmp0(spec.Method, DefaultHTTPMethod))
+	spec.Timeout = cmp0(spec.Timeout, DefaultHTTPTimeout)
+	if spec.Timeout < 0 || spec.MaxIdleConnsPerHost < 0 {
+		return nil, fmt.Errorf("http sink: timeout and max idle conns must not be negative")
+	}
+	spec.MaxIdleConnsPerHost = cmp0(spec.MaxIdleConnsPerHost, defaultIdleConns)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = spec.MaxIdleConnsPerHost
+	tr.MaxIdleConns = max(tr.MaxIdleConns, spec.MaxIdleConnsPerHost)
+	return &HTTPSink{
+		spec: spec,
+		client: &http.Client{
+			Transport:     tr,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		now: time.Now,
+	}, nil
+}
+
+// NewLaneSink builds the sink for a lane whose spec is HTTP, keeping at
+// least Concurrency idle connections. It is the default Deps.Sinks, and a
+// fallback for one that builds only NATS sinks.
+func NewLaneSink(ls LaneSettings) (Sink, error) {
+	if ls.Sink.HTTP == nil {
+		return nil, fmt.Errorf("downstream %q: no HTTP sink configured and no sink builder for its spec", ls.Name)
+	}
+	spec := *ls.Sink.HTTP
+	if spec.MaxIdleConnsPerHost == 0 {
+		spec.MaxIdleConnsPerHost = max(ls.Concurrency, defaultIdleConns)
+	}
+	return NewHTTPSink(spec)
+}
+
+// Close closes idle connections. In-flight requests are not affected.
+func (s *HTTPSink) Close() error {
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// Deliver sends one try of job; see HTTPSink for how responses map to errors.
+func (s *HTTPSink) Deliver(ctx context.Context, job *Job) error {
+	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, s.spec.Method, s.spec.URL, bytes.NewReader(job.Payload))
+	if err != nil {
+		return &PermanentError{Err: fmt.Errorf("build request: %w", err)}
+	}
+	for k, vs := range s.spec.Headers {
+		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+	}
+	if ct := job.Header.Get("Content-Type"); ct != "" && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", ct)
+	}
+	req.Header.Set("Shaper-Job-Id", job.ID)
+	req.Header.Set("Shaper-Attempt", strconv.Itoa(job.Attempt))
+	req.Header.Set("Idempotency-Key", job.ID)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%s %s: timeout after %s: %w", s.spec.Method, s.spec.URL, s.spec.Timeout, err)
+		}
+		return fmt.Errorf("%s %s: %w", s.spec.Method, s.spec.URL, err)
+	}
+	defer resp.Body.Close()
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	return s.classify(resp, head)
+}
+
+// classify maps a response to Deliver's result.
+func (s *HTTPSink) classify(resp *http.Response, head []byte) error {
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return nil
+	}
+	err := fmt.Errorf("%s %s: %s", s.spec.Method, s.spec.URL, resp.Status)
+	if len(head) > 0 && code >= 400 {
+		err = fmt.Errorf("%w: %q", err, head)
+	}
+	switch {
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), s.now()); ok {
+			return &PushbackError{RetryAfter: d, Err: err}
+		}
+		return err
+	case code >= 300 && code < 400:
+		return &PermanentError{Err: fmt.Errorf("%w: redirect to %q not followed (configure the final URL)",
+			err, resp.Header.Get("Location"))}
+	case code >= 400 && code < 500:
+		return &PermanentError{Err: err}
+	}
+	return err // 5xx and anything unexpected: retry
+}
+
+// parseRetryAfter reads a Retry-After value: delta-seconds or an HTTP-date
+// (a date in the past means 0). ok is false when absent or invalid.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n < 0 {
+			return 0, false
+		}
+		return time.Duration(min(n, int64(365*24*3600))) * time.Second, true
+	}
+	t, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true
+}

@@ -1,0 +1,129 @@
+package shaper
+
+import (
+	"time"
+
+	"github.com/shaperd/shaper/queue"
+)
+
+// jobQueue is what a lane needs from its queue: enqueue with a bound on the
+// intake side; take / ack / retry-later / give-up on the drain side. The
+// memory queue below is one implementation; a durable (JetStream) backend
+// maps Take to a fetch, Ack to an ack, RetryLater to a delayed nak and GiveUp
+// to a term.
+//
+// Methods are called with the owning lane's mutex held, so they must not
+// block (a durable backend keeps an in-memory index and persists
+// asynchronously).
+type jobQueue interface {
+	// Enqueue adds job, ready to start from at, or returns queue.ErrFull
+	// when Len() >= Cap().
+	Enqueue(job *Job, at time.Time) error
+	// NextReady returns when the next job becomes ready to start: the front
+	// job's ready time or the earliest retry's, whichever is sooner.
+	NextReady() (time.Time, bool)
+	// Take removes the job to start at now: a retry whose time has come goes
+	// ahead of queued jobs. It returns the job's ready time.
+	Take(now time.Time) (*Job, time.Time, bool)
+	// Ack reports that a taken job is finished (delivered, or failed and
+	// dead-lettered).
+	Ack(job *Job)
+	// RetryLater puts a taken job back, ahead of queued jobs once at has
+	// passed. It never refuses: the job was accepted once already, so it
+	// may exceed the bound.
+	RetryLater(job *Job, at time.Time)
+	// GiveUp reports that a job (taken, or removed with DropFront / Drain)
+	// is dropped for good.
+	GiveUp(job *Job)
+	// DropFront removes front jobs while drop returns true.
+	DropFront(drop func(*Job) bool) []*Job
+	// Drain removes and returns every held job.
+	Drain() []*Job
+	Len() int
+	Cap() int
+	SetCap(n int)
+}
+
+// entry is a held job and the time it becomes ready to start.
+type entry struct {
+	job *Job
+	at  time.Time
+}
+
+// memQueue is the in-memory jobQueue: a queue.Bucket for fresh jobs and a
+// small slice, sorted by time, for retries waiting out their backoff.
+// Not safe for concurrent use (the lane's mutex guards it).
+type memQueue struct {
+	fifo    *queue.Bucket[entry]
+	retries []entry // sorted by at; a retry's ties keep insertion order
+}
+
+func newMemQueue(capacity int) *memQueue {
+	return &memQueue{fifo: queue.NewBucket[entry](capacity)}
+}
+
+func (q *memQueue) Len() int     { return q.fifo.Len() + len(q.retries) }
+func (q *memQueue) Cap() int     { return q.fifo.Cap() }
+func (q *memQueue) SetCap(n int) { q.fifo.SetCap(n) }
+func (q *memQueue) Ack(*Job)     {}
+func (q *memQueue) GiveUp(*Job)  {}
+
+func (q *memQueue) Enqueue(job *Job, at time.Time) error {
+	if q.Len() >= q.Cap() {
+		return queue.ErrFull
+	}
+	return q.fifo.Offer(entry{job, at})
+}
+
+func (q *memQueue) NextReady() (time.Time, bool) {
+	front, ok := q.fifo.Peek()
+	if len(q.retries) > 0 && (!ok || q.retries[0].at.Before(front.at)) {
+		return q.retries[0].at, true
+	}
+	return front.at, ok
+}
+
+func (q *memQueue) Take(now time.Time) (*Job, time.Time, bool) {
+	if len(q.retries) > 0 && !q.retries[0].at.After(now) {
+		e := q.retries[0]
+		q.retries[0] = entry{}
+		q.retries = q.retries[1:]
+		return e.job, e.at, true
+	}
+	e, ok := q.fifo.Poll()
+	return e.job, e.at, ok
+}
+
+func (q *memQueue) RetryLater(job *Job, at time.Time) {
+	i := len(q.retries)
+	for i > 0 && q.retries[i-1].at.After(at) {
+		i--
+	}
+	q.retries = append(q.retries, entry{})
+	copy(q.retries[i+1:], q.retries[i:])
+	q.retries[i] = entry{job, at}
+}
+
+func (q *memQueue) DropFront(drop func(*Job) bool) []*Job {
+	var out []*Job
+	for {
+		e, ok := q.fifo.Peek()
+		if !ok || !drop(e.job) {
+			return out
+		}
+		q.fifo.Poll()
+		out = append(out, e.job)
+	}
+}
+
+func (q *memQueue) Drain() []*Job {
+	out := make([]*Job, 0, q.Len())
+	for _, e := range q.retries {
+		out = append(out, e.job)
+	}
+	q.retries = nil
+	for e, ok := q.fifo.Poll(); ok; e, ok = q.fifo.Poll() {
+		out = append(out, e.job)
+	}
+	return out
+}

@@ -1,0 +1,187 @@
+package shaper
+
+import (
+	"sync"
+	"time"
+)
+
+// lane is one downstream: its queue, its schedule, its sink. Deliveries run
+// in their own goroutines (at most Concurrency at once); starts are made only
+// by the scheduler goroutine through runDue.
+type lane struct {
+	s    *Shaper
+	name string
+	m    *laneMetrics
+
+	mu       sync.Mutex
+	cfg      LaneSettings  // normalized
+	interval time.Duration // 1/cfg.Rate
+	q        jobQueue
+	adm      admitter // nil = no admission control
+	sink     Sink
+	next     time.Time // earliest next start on the absolute schedule
+	last     time.Time // schedule slot of the last start; zero before the first
+	inflight int
+	paused   bool      // by the admin API
+	pushback time.Time // paused by the downstream until then; zero = not
+	removed  bool      // dropped from the config: no intake, drains, then goes
+	swept    time.Time // last admission-key sweep
+	c        counters
+
+	// Guarded by scheduler.mu.
+	wake time.Time
+	idx  int
+}
+
+// counters back LaneStatus; guarded by lane.mu.
+type counters struct {
+	received, accepted, started, retries, pushbacks uint64
+	rejected, dropped                               map[Reason]uint64
+	delivered                                       map[Outcome]uint64
+}
+
+func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter) *lane {
+	l := &lane{
+		s: s, name: cfg.Name, m: s.met.forLane(cfg.Name),
+		q: newMemQueue(cfg.Capacity), sink: sink, adm: adm, idx: -1,
+		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
+			delivered: map[Outcome]uint64{}},
+	}
+	l.setConfig(cfg)
+	l.m.paused.Set(0)
+	l.m.depth.Set(0)
+	l.m.inflight.Set(0)
+	return l
+}
+
+// setConfig applies cfg's rate, capacity and policies. A new rate applies to
+// queued jobs: the next start is the last start plus the new interval.
+// Requires l.mu (or exclusive access).
+func (l *lane) setConfig(cfg LaneSettings) {
+	l.cfg = cfg
+	l.interval = interval(cfg.Rate)
+	if !l.last.IsZero() {
+		l.next = later(l.last.Add(l.interval), l.pushback)
+	}
+	l.q.SetCap(cfg.Capacity)
+	l.m.capacity.Set(float64(cfg.Capacity))
+	l.m.rate.Set(cfg.Rate)
+}
+
+// runDue starts every job the schedule allows at now, then reschedules the
+// lane. Called by the scheduler goroutine only.
+func (l *lane) runDue(now time.Time) {
+	if l.runDueLocked(now) {
+		l.s.forget(l)
+	}
+}
+
+// runDueLocked is runDue under l.mu; it reports whether a removed lane is
+// now finished.
+func (l *lane) runDueLocked(now time.Time) (gone bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.pushback.IsZero() && !now.Before(l.pushback) {
+		l.pushback = time.Time{}
+		l.updatePaused()
+	}
+	for l.canStart() {
+		readyAt, ok := l.q.NextReady()
+		if !ok {
+			break
+		}
+		slot := later(l.next, readyAt)
+		if slot.After(now) {
+			break
+		}
+		job, _, _ := l.q.Take(now)
+		if l.expired(job, now) {
+			continue // dropped without consuming the slot
+		}
+		l.start(job, later(slot, now.Add(-catchUp)), now)
+	}
+	l.reschedule()
+	return l.idle()
+}
+
+// canStart reports whether the lane may start a job (ignoring time: a
+// pushback pause is folded into l.next). Requires l.mu.
+func (l *lane) canStart() bool {
+	return !l.paused && l.inflight < l.cfg.Concurrency && !l.s.closing.Load()
+}
+
+// start launches one delivery in its own goroutine; slot is the schedule
+// position it takes. Requires l.mu.
+func (l *lane) start(job *Job, slot, now time.Time) {
+	l.last, l.next = slot, slot.Add(l.interval)
+	l.inflight++
+	job.Attempt++
+	job.slot = slot
+	l.c.started++
+	l.m.started.Inc()
+	l.m.inflight.Set(float64(l.inflight))
+	l.m.depth.Set(float64(l.q.Len()))
+	if job.Attempt == 1 {
+		l.m.wait.Observe(now.Sub(job.Enqueued).Seconds())
+	}
+	sink, policy := l.sink, l.cfg.Retry
+	l.s.deliveries.Go(func() { l.deliver(sink, policy, job, now) })
+}
+
+// expired drops job as expired when it cannot start by its deadline at now.
+// Requires l.mu.
+func (l *lane) expired(job *Job, now time.Time) bool {
+	if job.Deadline.IsZero() || !now.After(job.Deadline) {
+		return false
+	}
+	l.drop(job, ReasonExpired, "not started within max wait")
+	return true
+}
+
+// drop gives job up with reason (expired or shutdown), counts it and hands
+// it to the dead-letter publisher. Requires l.mu.
+func (l *lane) drop(job *Job, reason Reason, why string) {
+	l.q.GiveUp(job)
+	l.c.dropped[reason]++
+	l.m.dropped[reason].Inc()
+	l.m.depth.Set(float64(l.q.Len()))
+	l.s.dl.add(l, job, reason, why, false)
+}
+
+// reschedule tells the scheduler when this lane next wants to start, if at
+// all. Requires l.mu.
+func (l *lane) reschedule() {
+	if !l.canStart() {
+		l.s.sched.wantAt(l, time.Time{}, false)
+		return
+	}
+	readyAt, ok := l.q.NextReady()
+	l.s.sched.wantAt(l, later(l.next, readyAt), ok)
+}
+
+// unblock restarts the schedule no earlier than now after the lane could not
+// start (idle, paused, at its concurrency cap): no catch-up burst.
+// Requires l.mu.
+func (l *lane) unblock(now time.Time) {
+	l.next = later(l.next, now)
+}
+
+func (l *lane) updatePaused() {
+	v := 0.0
+	if l.paused || !l.pushback.IsZero() {
+		v = 1
+	}
+	l.m.paused.Set(v)
+}
+
+// idle reports whether a removed lane has nothing left to do. Requires l.mu.
+func (l *lane) idle() bool {
+	return l.removed && l.q.Len() == 0 && l.inflight == 0
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,101 @@
+package shaper
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Defaults applied to zero fields of Settings and LaneSettings. They match
+// SPEC.md's config defaults.
+const (
+	DefaultShutdownGrace  = 10 * time.Second
+	DefaultConcurrency    = 1
+	DefaultMaxAttempts    = 5
+	DefaultInitialBackoff = time.Second
+	DefaultMaxBackoff     = time.Minute
+	// MaxRate is the highest accepted LaneSettings.Rate (one start per µs).
+	MaxRate = 1e6
+	// unknownLabel is the downstream label for jobs naming no configured lane.
+	unknownLabel = "_unknown"
+)
+
+// normalize validates s and returns a copy with defaults filled in. Every
+// problem is reported at once (errors.Join).
+func normalize(s Settings) (Settings, error) {
+	var errs []error
+	if s.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Errorf("shutdown grace: must be >= 0, got %s", s.ShutdownGrace))
+	}
+	if s.ShutdownGrace == 0 {
+		s.ShutdownGrace = DefaultShutdownGrace
+	}
+	seen := make(map[string]bool, len(s.Lanes))
+	lanes := make([]LaneSettings, len(s.Lanes))
+	for i, ls := range s.Lanes {
+		if seen[ls.Name] {
+			errs = append(errs, fmt.Errorf("downstream %q: configured twice", ls.Name))
+		}
+		seen[ls.Name] = true
+		var err error
+		lanes[i], err = normalizeLane(ls)
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	s.Lanes = lanes
+	return s, errors.Join(errs...)
+}
+
+// normalizeLane validates one lane and fills its defaults.
+func normalizeLane(ls LaneSettings) (LaneSettings, error) {
+	var errs []error
+	bad := func(format string, a ...any) {
+		errs = append(errs, fmt.Errorf("downstream %q: "+format, append([]any{ls.Name}, a...)...))
+	}
+	if ls.Name == "" || ls.Name == unknownLabel {
+		bad("invalid name")
+	}
+	if !(ls.Rate > 0 && ls.Rate <= MaxRate) || math.IsNaN(ls.Rate) {
+		bad("rate: must be > 0 and <= %g per second, got %g", float64(MaxRate), ls.Rate)
+	}
+	if ls.Concurrency < 0 {
+		bad("concurrency: must be >= 1, got %d", ls.Concurrency)
+	}
+	if ls.Concurrency == 0 {
+		ls.Concurrency = DefaultConcurrency
+	}
+	if ls.Capacity < 1 {
+		bad("queue capacity: must be >= 1, got %d", ls.Capacity)
+	}
+	if ls.MaxWait < 0 {
+		bad("max wait: must be >= 0, got %s", ls.MaxWait)
+	}
+	r := &ls.Retry
+	if r.MaxAttempts < 0 || r.InitialBackoff < 0 || r.MaxBackoff < 0 {
+		bad("retry: values must be >= 0, got %+v", *r)
+	}
+	r.MaxAttempts = cmp0(r.MaxAttempts, DefaultMaxAttempts)
+	r.InitialBackoff = cmp0(r.InitialBackoff, DefaultInitialBackoff)
+	r.MaxBackoff = cmp0(r.MaxBackoff, DefaultMaxBackoff)
+	if r.MaxBackoff < r.InitialBackoff {
+		bad("retry: max backoff %s is below initial backoff %s", r.MaxBackoff, r.InitialBackoff)
+	}
+	return ls, errors.Join(errs...)
+}
+
+// cmp0 returns def when v is zero.
+func cmp0[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// interval is the spacing of starts at rate per second, rounded to the
+// nanosecond (the rounding error is below 1e-9 relative at every valid rate).
+func interval(rate float64) time.Duration {
+	return time.Duration(math.Round(float64(time.Second) / rate))
+}

@@ -1,0 +1,210 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Deps are the shaper's collaborators. Every field may be left zero.
+type Deps struct {
+	// Sinks builds a lane's sink; nil = NewLaneSink (HTTP sinks only). It
+	// is called by New and, for new lanes or changed sink specs, by Apply.
+	Sinks func(LaneSettings) (Sink, error)
+	// DeadLetter publishes dead letters; nil = they are only counted and
+	// logged.
+	DeadLetter DeadLetterer
+	// Metrics records the shaper's metrics; nil = record nothing.
+	Metrics *Metrics
+	// Logger receives the shaper's logs (never admission keys or payloads);
+	// nil = discard.
+	Logger *slog.Logger
+}
+
+// ErrClosed is returned by Apply, and Run, once Run has returned or begun to
+// shut down.
+var ErrClosed = errors.New("shaper: closed")
+
+// Shaper paces jobs from bounded per-downstream queues into their sinks.
+// Create it with New, start it with Run; Submit, SubmitAt, Pause, Resume,
+// Lanes and Apply are safe for concurrent use from any goroutine, before and
+// while Run runs, and never block on I/O.
+type Shaper struct {
+	log   *slog.Logger
+	met   *Metrics
+	sinks func(LaneSettings) (Sink, error)
+	dlr   DeadLetterer
+	clock func() time.Time
+
+	mu      sync.RWMutex
+	active  map[string]*lane   // configured lanes by name
+	all     map[*lane]struct{} // active lanes and removed ones still draining
+	grace   time.Duration
+	retired []Sink // replaced sinks, closed when Run ends
+
+	sched      *scheduler
+	dl         *dlWorker
+	closing    atomic.Bool
+	running    atomic.Bool
+	ready      chan struct{}
+	deliveries sync.WaitGroup
+	dctx       context.Context // cancelled when the shutdown grace runs out
+	dcancel    context.CancelFunc
+}
+
+// New validates s and builds the lanes and their sinks. It starts nothing:
+// jobs may be submitted at once, and start when Run runs.
+func New(s Settings, deps Deps) (*Shaper, error) {
+	s, err := normalize(s)
+	if err != nil {
+		return nil, err
+	}
+	sh := &Shaper{
+		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, dlr: deps.DeadLetter,
+		clock:  time.Now,
+		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
+		sched: newScheduler(), ready: make(chan struct{}),
+	}
+	if sh.log == nil {
+		sh.log = slog.New(slog.DiscardHandler)
+	}
+	if sh.met == nil {
+		sh.met = NewMetrics(nil)
+	}
+	if sh.sinks == nil {
+		sh.sinks = NewLaneSink
+	}
+	sh.dl = newDLWorker(sh)
+	sh.dctx, sh.dcancel = context.WithCancel(context.Background())
+	if err := sh.Apply(s); err != nil {
+		sh.dcancel()
+		return nil, err
+	}
+	return sh, nil
+}
+
+// Ready is closed once Run has started its scheduler.
+func (s *Shaper) Ready() <-chan struct{} { return s.ready }
+
+// Run starts jobs until ctx is done, then shuts down (SPEC "Lifecycle"):
+// intake stops (Submit answers unavailable), no new job starts, in-flight
+// deliveries get Settings.ShutdownGrace to finish before their contexts are
+// cancelled, every job still queued is dead-lettered with ReasonShutdown,
+// and dead letters are flushed (again within the grace). Run returns only
+// after every goroutine it started has exited. It may be called once.
+func (s *Shaper) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("shaper: Run called twice: %w", ErrClosed)
+	}
+	dlCtx, dlCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer dlCancel()
+	var dlDone sync.WaitGroup
+	dlDone.Go(func() { s.dl.run(dlCtx) })
+	close(s.ready)
+	s.log.Info("shaper running", "downstreams", len(s.Lanes()))
+
+	s.sched.run(ctx, s.clock)
+
+	s.shutdown()
+	s.dl.close()
+	waitFor(&dlDone, s.graceNow(), func() {
+		s.log.Error("dead-letter flush exceeded the shutdown grace; cancelling it")
+		dlCancel()
+	})
+	return s.closeSinks()
+}
+
+// shutdown stops intake and starts, waits for in-flight deliveries within
+// the grace, then drops every queued job with ReasonShutdown.
+func (s *Shaper) shutdown() {
+	s.mu.Lock()
+	s.closing.Store(true) // under s.mu: Apply checks it under s.mu
+	s.mu.Unlock()
+	grace := s.graceNow()
+	s.log.Info("shaper shutting down: finishing in-flight deliveries", "grace", grace)
+	waitFor(&s.deliveries, grace, func() {
+		s.log.Warn("in-flight deliveries exceeded the shutdown grace; cancelling them")
+		s.dcancel()
+	})
+	s.dcancel()
+	dropped := 0
+	for _, l := range s.allLanes() {
+		l.mu.Lock()
+		for _, job := range l.q.Drain() {
+			l.drop(job, ReasonShutdown, "daemon shutting down")
+			dropped++
+		}
+		l.mu.Unlock()
+	}
+	s.log.Info("shaper stopped starting jobs", "queued_jobs_dead_lettered", dropped)
+}
+
+func (s *Shaper) graceNow() time.Duration {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.grace
+}
+
+func (s *Shaper) allLanes() []*lane {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*lane, 0, len(s.all))
+	for l := range s.all {
+		out = append(out, l)
+	}
+	return out
+}
+
+// closeSinks closes every sink that implements io.Closer.
+func (s *Shaper) closeSinks() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sinks := s.retired
+	for l := range s.all {
+		sinks = append(sinks, l.sink)
+	}
+	var errs []error
+	for _, sk := range sinks {
+		if c, ok := sk.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// forget removes a lane that was removed by Apply and has finished
+// draining, and deletes its metric series.
+func (s *Shaper) forget(l *lane) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l.mu.Lock()
+	gone := l.idle() && !s.closing.Load()
+	l.mu.Unlock()
+	if _, ok := s.all[l]; !ok || !gone {
+		return
+	}
+	delete(s.all, l)
+	s.retired = append(s.retired, l.sink)
+	s.met.forget(l.name)
+	s.log.Info("removed downstream drained", "downstream", l.name)
+}
+
+// waitFor waits for wg; if that takes longer than d it calls late (which
+// should make the waited-for goroutines end) and keeps waiting.
+func waitFor(wg *sync.WaitGroup, d time.Duration, late func()) {
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		late()
+		<-done
+	}
+}

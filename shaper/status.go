@@ -1,0 +1,127 @@
+package shaper
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// LaneStatus is a snapshot of one downstream for the admin API
+// (GET /v1/downstreams). Counters count since the lane was created.
+type LaneStatus struct {
+	Name string `json:"name"`
+	// Rate is the configured drain rate in starts per second.
+	Rate float64 `json:"rate"`
+	// EffectiveRate is the rate starts are being made at now: Rate, or 0
+	// while paused (by the admin API or by pushback).
+	EffectiveRate float64 `json:"effective_rate"`
+	Concurrency   int     `json:"concurrency"`
+	Depth         int     `json:"depth"` // queued jobs, including retries waiting for backoff
+	Capacity      int     `json:"capacity"`
+	Inflight      int     `json:"inflight"`
+	Paused        bool    `json:"paused"` // by the admin API
+	// PushbackUntil is when a downstream pushback pause ends; nil if none.
+	PushbackUntil *time.Time `json:"pushback_until,omitempty"`
+	// Removing is true for a lane dropped from the config that is still
+	// delivering what it holds (it takes no new jobs).
+	Removing bool `json:"removing,omitempty"`
+
+	Received  uint64             `json:"received"`
+	Accepted  uint64             `json:"accepted"`
+	Rejected  map[Reason]uint64  `json:"rejected"`  // by reason
+	Dropped   map[Reason]uint64  `json:"dropped"`   // by reason: expired, shutdown
+	Started   uint64             `json:"started"`   // tries started, retries included
+	Delivered map[Outcome]uint64 `json:"delivered"` // by outcome
+	Retries   uint64             `json:"retries"`
+	Pushbacks uint64             `json:"pushbacks"`
+}
+
+// Lanes returns a snapshot of every lane (including removed lanes still
+// draining), sorted by name. Safe for concurrent use; does not block on I/O.
+func (s *Shaper) Lanes() []LaneStatus {
+	now := s.clock()
+	lanes := s.allLanes()
+	out := make([]LaneStatus, 0, len(lanes))
+	for _, l := range lanes {
+		out = append(out, l.status(now))
+	}
+	slices.SortFunc(out, func(a, b LaneStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (l *lane) status(now time.Time) LaneStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st := LaneStatus{
+		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.cfg.Rate, Concurrency: l.cfg.Concurrency,
+		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.paused,
+		Removing: l.removed,
+		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
+		Retries: l.c.retries, Pushbacks: l.c.pushbacks,
+		Rejected: clone(l.c.rejected, rejectReasons), Dropped: clone(l.c.dropped, dropReasons),
+		Delivered: clone(l.c.delivered, outcomes),
+	}
+	if l.pushback.After(now) {
+		t := l.pushback
+		st.PushbackUntil = &t
+	}
+	if l.paused || st.PushbackUntil != nil {
+		st.EffectiveRate = 0
+	}
+	return st
+}
+
+// clone copies m with every key of keys present.
+func clone[K comparable](m map[K]uint64, keys []K) map[K]uint64 {
+	out := make(map[K]uint64, len(keys))
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
+}
+
+// Pause stops lane name from starting jobs until Resume; intake continues
+// (jobs queue up to capacity). Pausing a paused lane is a no-op. It returns
+// ErrUnknownDownstream for a name that is not configured.
+func (s *Shaper) Pause(name string) error {
+	return s.withLane(name, func(l *lane, _ time.Time) {
+		l.paused = true
+		l.updatePaused()
+		l.reschedule()
+		s.log.Info("downstream paused", "downstream", name)
+	})
+}
+
+// Resume lets lane name start jobs again, continuing the schedule from now
+// with no burst for the time paused. Resuming a running lane is a no-op. It
+// returns ErrUnknownDownstream for a name that is not configured.
+func (s *Shaper) Resume(name string) error {
+	return s.withLane(name, func(l *lane, now time.Time) {
+		if !l.paused {
+			return
+		}
+		l.paused = false
+		l.unblock(now)
+		l.updatePaused()
+		l.reschedule()
+		s.log.Info("downstream resumed", "downstream", name)
+	})
+}
+
+// withLane runs fn on the configured lane name under its lock.
+func (s *Shaper) withLane(name string, fn func(*lane, time.Time)) error {
+	s.mu.RLock()
+	l := s.active[name]
+	s.mu.RUnlock()
+	if l == nil {
+		return ErrUnknownDownstream
+	}
+	now := s.clock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.removed {
+		return ErrUnknownDownstream
+	}
+	fn(l, now)
+	return nil
+}

@@ -1,0 +1,176 @@
+package shaper
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/shaperd/shaper/limiter"
+)
+
+// sweepEvery is how often a lane lets its admission limiter reap idle keys
+// (done inline by a Submit, so no goroutine or timer is needed).
+const sweepEvery = time.Minute
+
+// Submit is SubmitAt(time.Now(), job).
+func (s *Shaper) Submit(job *Job) Receipt { return s.SubmitAt(s.clock(), job) }
+
+// SubmitAt offers job to its lane at now and says what happened; it never
+// blocks on I/O and is safe for concurrent use. On acceptance the shaper
+// owns job (do not modify it afterwards): it sets Enqueued, Deadline (from
+// job.MaxWait, else the lane's MaxWait) and, when empty, ID (128 random
+// bits, hex).
+//
+// The checks run in this order, under the lane's lock: shutting down →
+// unavailable; no such lane → unknown_downstream; queue full → queue_full;
+// admission → rate_limited. Capacity is checked before admission so that a
+// job refused as queue_full is never charged to the limiter (no refund is
+// needed). Every receipt is counted (received, accepted, rejected{reason}).
+func (s *Shaper) SubmitAt(now time.Time, job *Job) Receipt {
+	if job.ID == "" {
+		job.ID = newJobID()
+	}
+	rc := Receipt{JobID: job.ID, Downstream: job.Downstream}
+	s.mu.RLock()
+	l := s.active[job.Downstream]
+	s.mu.RUnlock()
+	if l == nil {
+		s.met.Received(unknownLabel)
+		if s.closing.Load() {
+			return s.reject(nil, rc, ReasonUnavailable, 0, errShuttingDown)
+		}
+		return s.reject(nil, rc, ReasonUnknownDownstream, 0,
+			fmt.Errorf("no downstream named %q", job.Downstream))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.submit(now, job, rc)
+}
+
+var errShuttingDown = errors.New("shaper is shutting down")
+
+// submit is SubmitAt for lane l. Requires l.mu.
+func (l *lane) submit(now time.Time, job *Job, rc Receipt) Receipt {
+	l.c.received++
+	l.m.received.Inc()
+	switch {
+	case l.s.closing.Load():
+		return l.s.reject(l, rc, ReasonUnavailable, 0, errShuttingDown)
+	case l.removed:
+		return l.s.reject(l, rc, ReasonUnknownDownstream, 0,
+			fmt.Errorf("downstream %q was removed from the config", l.name))
+	}
+	if l.level(now) >= l.q.Cap() {
+		l.dropExpiredFront(now)
+	}
+	if n := l.level(now); n >= l.q.Cap() {
+		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+			fmt.Errorf("queue %s is full (%d/%d)", l.name, n, l.q.Cap()))
+	}
+	if rej, ok := l.admit(now, job, rc); !ok {
+		return rej
+	}
+	job.Enqueued, job.Attempt, job.failures = now, 0, 0
+	job.Deadline = time.Time{}
+	if wait := cmp0(job.MaxWait, l.cfg.MaxWait); wait > 0 {
+		job.Deadline = now.Add(wait)
+	}
+	if err := l.q.Enqueue(job, now); err != nil { // cannot happen: checked above, same lock
+		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now), err)
+	}
+	l.c.accepted++
+	l.m.accepted.Inc()
+	l.m.depth.Set(float64(l.q.Len()))
+	l.reschedule()
+	rc.Accepted, rc.Position = true, l.q.Len()
+	start := later(later(l.next, l.pushback), now).Add(time.Duration(rc.Position-1) * l.interval)
+	rc.ETA = start.Sub(now)
+	return rc
+}
+
+// admit runs the lane's admission limiter, if any, for job.Key.
+// Requires l.mu.
+func (l *lane) admit(now time.Time, job *Job, rc Receipt) (Receipt, bool) {
+	if l.adm == nil {
+		return rc, true
+	}
+	if now.Sub(l.swept) >= sweepEvery {
+		l.swept = now
+		l.adm.Sweep(now)
+	}
+	d, err := l.adm.AllowAt(job.Key, now, max(job.Cost, 1))
+	switch {
+	case errors.Is(err, limiter.ErrCostTooLarge):
+		return l.s.reject(l, rc, ReasonBadRequest, 0, fmt.Errorf("job cost %d can never be admitted: %w", job.Cost, err)), false
+	case err != nil:
+		return l.s.reject(l, rc, ReasonBadRequest, 0, err), false
+	case !d.Allowed:
+		return l.s.reject(l, rc, ReasonRateLimited, d.RetryAfter,
+			fmt.Errorf("rate limited: retry in %s", d.RetryAfter)), false
+	}
+	return rc, true
+}
+
+// level is how full the bucket is at now: the queued jobs plus the job
+// started in the current drain interval, which is still "leaking out" until
+// one interval after its slot. Counting it makes a burst shorter than one
+// interval into an idle lane accept exactly Capacity jobs however the
+// scheduler interleaves with the submissions, and makes the slot free at
+// the moment Retry-After names. Slots are at least one interval apart, so
+// at most one start counts. Requires l.mu.
+func (l *lane) level(now time.Time) int {
+	n := l.q.Len()
+	if !l.last.IsZero() && l.last.Add(l.interval).After(now) {
+		n++
+	}
+	return n
+}
+
+// slotFreesIn is the Retry-After for a full queue: the time until the lane's
+// next start frees a slot (after any pushback pause). When that start is
+// already due the slot goes to whoever comes first, so the answer is one
+// interval. While the lane is paused by the admin API no start is scheduled
+// and the answer is 0 (unknown). Requires l.mu.
+func (l *lane) slotFreesIn(now time.Time) time.Duration {
+	if l.paused {
+		return 0
+	}
+	if d := later(l.next, l.pushback).Sub(now); d > 0 {
+		return d
+	}
+	return l.interval
+}
+
+// dropExpiredFront drops expired jobs at the front of a full queue so they
+// do not hold capacity until a start reaches them. With the lane's MaxWait
+// alone, deadlines follow queue order, so this finds every expired job.
+// Requires l.mu.
+func (l *lane) dropExpiredFront(now time.Time) {
+	expired := l.q.DropFront(func(j *Job) bool {
+		return !j.Deadline.IsZero() && now.After(j.Deadline)
+	})
+	for _, j := range expired {
+		l.drop(j, ReasonExpired, "not started within max wait")
+	}
+}
+
+// reject fills and counts a rejected receipt; l is nil for unknown lanes.
+func (s *Shaper) reject(l *lane, rc Receipt, r Reason, retryAfter time.Duration, err error) Receipt {
+	rc.Accepted, rc.Reason, rc.RetryAfter, rc.Err = false, r, retryAfter, err
+	if l == nil {
+		s.met.Rejected(unknownLabel, r)
+		return rc
+	}
+	l.c.rejected[r]++
+	l.m.rejected[r].Inc()
+	return rc
+}
+
+// newJobID returns 128 random bits in hex.
+func newJobID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return hex.EncodeToString(b[:])
+}
