@@ -2,8 +2,11 @@ package config
 
 import "time"
 
-// Config is the whole daemon configuration. Field tags are the file keys.
-// Sizes are bytes, rates are per second, after parsing.
+// Config is the whole daemon configuration. Field tags are the file keys
+// (mapstructure tags, lower case). Sizes are bytes, rates are per second,
+// after parsing. The zero value is not valid; start from Defaults or Load.
+// A Config is a plain value: copying it shares the Downstreams map, so treat
+// a loaded Config as read-only.
 type Config struct {
 	NATS          NATS                  `mapstructure:"nats"`
 	Admin         Admin                 `mapstructure:"admin"`
@@ -51,12 +54,6 @@ type Ingress struct {
 	DedupeWindow  time.Duration `mapstructure:"dedupe_window"`
 }
 
-// ByteSize is a size in bytes, written in config as 512B, 64KiB, 1MiB.
-type ByteSize int64
-
-// Rate is a rate in events per second, written in config as 2/s, 120/m, 0.5/s, 1000/h.
-type Rate float64
-
 // Downstream configures one protected backend.
 type Downstream struct {
 	Rate        Rate       `mapstructure:"rate"`
@@ -71,11 +68,13 @@ type Downstream struct {
 // Queue configures a downstream's bounded queue.
 type Queue struct {
 	Capacity int           `mapstructure:"capacity"`
-	Backend  string        `mapstructure:"backend"` // jetstream | memory
-	MaxWait  time.Duration `mapstructure:"max_wait"`
+	Backend  string        `mapstructure:"backend"`  // jetstream | memory
+	MaxWait  time.Duration `mapstructure:"max_wait"` // 0 = no limit
 }
 
-// Admission configures per-key admission control.
+// Admission configures per-key admission control. token_bucket and gcra use
+// Rate and Burst; fixed_window, sliding_log and sliding_counter use Limit and
+// Window. Setting a field the mode does not use is an error.
 type Admission struct {
 	Mode   string        `mapstructure:"mode"`
 	Rate   Rate          `mapstructure:"rate"`

@@ -1,0 +1,58 @@
+package config
+
+import "time"
+
+// Defaults returns the configuration used when no file is given: an
+// embedded NATS server, the admin API on loopback and no downstreams.
+// The values are SPEC.md's.
+func Defaults() Config {
+	return Config{
+		NATS: NATS{
+			Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
+		},
+		Admin: Admin{Listen: "127.0.0.1:9090"},
+		Ingress: Ingress{
+			SubjectPrefix: "shaper.jobs",
+			QueueGroup:    "shaper",
+			KeyHeader:     "Shaper-Key",
+			MaxPayload:    1 << 20,
+			DedupeWindow:  2 * time.Minute,
+		},
+		ShutdownGrace: 10 * time.Second,
+	}
+}
+
+// DefaultDownstream returns the defaults every downstream starts from:
+// concurrency 1, queue.backend jetstream, no max_wait (0 = jobs wait as long
+// as the queue holds them), retry {5, 1s, 1m}. Rate, queue.capacity and the
+// sink have no default; admission is off unless configured.
+func DefaultDownstream() Downstream {
+	return Downstream{
+		Concurrency: 1,
+		Queue:       Queue{Backend: BackendJetStream},
+		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+	}
+}
+
+// Queue backends.
+const (
+	BackendJetStream = "jetstream" // durable; the SPEC default
+	BackendMemory    = "memory"
+)
+
+// Sink defaults, applied only to a sink that is configured.
+const (
+	DefaultHTTPMethod  = "POST"
+	DefaultSinkTimeout = 10 * time.Second
+)
+
+// downstreamTemplate is DefaultDownstream with every optional section
+// present, holding that section's defaults; the loader takes a section's
+// defaults from it only when the section is configured.
+func downstreamTemplate() Downstream {
+	d := DefaultDownstream()
+	d.Admission = &Admission{}
+	d.Sink.HTTP = &HTTPSink{Method: DefaultHTTPMethod, Timeout: DefaultSinkTimeout}
+	d.Sink.NATS = &NATSSink{Timeout: DefaultSinkTimeout}
+	return d
+}

@@ -1,0 +1,191 @@
+package config
+
+import (
+	"errors"
+	"io/fs"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// noEnv is an empty environment: tests that use it ignore the process env
+// and can run in parallel.
+var noEnv = Options{Environ: []string{}}
+
+// TestLoadFailures keeps one testdata file per failure mode and asserts its
+// exact message, every line of it.
+func TestLoadFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file string
+		want string
+	}{
+		{"unknown_key", `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
+downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, backend, max_wait`},
+		{"unknown_top_key", `shutdown_grase: unknown key; valid keys here: nats, admin, ingress, shutdown_grace, downstreams`},
+		{"bad_rate", `downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
+		{"bare_rate", `downstreams.printer.rate: "2" is not a rate: it needs a unit; write e.g. 2/s or 2/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
+		{"zero_capacity", `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
+		{"missing_sink", `downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
+		{"two_sinks", `downstreams.printer.sink: has both http and nats; keep exactly one`},
+		{"bad_name", `downstreams.bad.name: "bad.name" is not a downstream name; use letters, digits, - and _`},
+		{"env_collision", `downstreams.legacy_erp: its env vars (SHAPER_DOWNSTREAMS_LEGACY_ERP_RATE) are also those of downstreams.legacy-erp; rename one`},
+		{"bad_admission_mode", `downstreams.printer.admission.mode: "leaky" is not an admission mode; use token_bucket, gcra, fixed_window, sliding_log or sliding_counter (env SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_MODE)`},
+		{"wrong_mode_field", `downstreams.printer.admission.limit: is not used by mode token_bucket; remove it, or use mode fixed_window, sliding_log or sliding_counter (env SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_LIMIT)`},
+		{"bad_size", `ingress.max_payload: "1MB" is not a size: units are binary, write e.g. 64KiB or 1MiB (env SHAPER_INGRESS_MAX_PAYLOAD)`},
+		{"size_too_large", `ingress.max_payload: must be 1B..64MiB, got 128MiB (env SHAPER_INGRESS_MAX_PAYLOAD)`},
+		{"bad_backend", `downstreams.printer.queue.backend: "redis" is not a queue backend; use jetstream or memory (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_BACKEND)`},
+		{"bad_url", `downstreams.printer.sink.http.url: "ftp://host/x" is not an absolute http or https URL; write e.g. http://127.0.0.1:8080/print (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL)`},
+		{"dead_letter_loop", `downstreams.printer.dead_letter: "shaper.jobs.printer" is under ingress.subject_prefix "shaper.jobs", so jobs would loop back into the intake; use another subject (env SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTER)`},
+		{"nats_wildcard", `downstreams.printer.sink.nats.subject: "erp.*" is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs (env SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
+		{"bad_subject_prefix", `ingress.subject_prefix: "shaper.>" is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs (env SHAPER_INGRESS_SUBJECT_PREFIX)`},
+		{"backoff_order", `downstreams.printer.retry.initial_backoff: 2m is more than retry.max_backoff 1m; make it at most that (env SHAPER_DOWNSTREAMS_PRINTER_RETRY_INITIAL_BACKOFF)
+downstreams.printer.retry.max_attempts: must be 1..100, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_RETRY_MAX_ATTEMPTS)`},
+		{"fractional_concurrency", `downstreams.printer.concurrency: "2.5" is not a whole number (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)`},
+		{"bare_duration", `shutdown_grace: "10" is not a duration: it needs a unit; write e.g. 10s or 10ms (env SHAPER_SHUTDOWN_GRACE)`},
+		{"section_not_mapping", `downstreams.printer.queue: expected a mapping with keys capacity, backend, max_wait, got "10"
+downstreams.printer.rate: required; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
+downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
+		{"secrets", `nats.password: expected a single value, got a list (env SHAPER_NATS_PASSWORD)
+nats.token: cannot be combined with nats.user, nats.creds or nats.nkey; use one way to authenticate (env SHAPER_NATS_TOKEN)`},
+		{"bad_header", `downstreams.printer.sink.http.headers.authorization: expected a header value, got a list
+downstreams.printer.sink.http.headers.x.tenant: "x.tenant" is not a header name; use letters, digits and -`},
+		{"truncated", `config file "testdata/truncated.yaml": invalid YAML: line 3: found unexpected end of stream`},
+		{"not_a_mapping", `config file "testdata/not_a_mapping.yaml": invalid YAML: unmarshal errors: line 1: cannot unmarshal !!seq into map[string]interface {}`},
+		// Several problems at once, sorted by key: parse errors, unknown
+		// keys and range errors, in two downstreams.
+		{"multi", `admin.listen: "nowhere" is not a listen address; write host:port, e.g. 127.0.0.1:9090 (env SHAPER_ADMIN_LISTEN)
+downstreams.printer.concurrency: must be 1..10000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)
+downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
+downstreams.printer.queue.max_wiat: unknown key; valid keys here: capacity, backend, max_wait
+downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
+downstreams.printer.sink.http.timeout: "soon" is not a duration; write e.g. 10s, 1m30s or 2h (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_TIMEOUT)
+downstreams.scanner.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_SCANNER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_SCANNER_SINK_NATS_SUBJECT)
+ingress.max_payload: "huge" is not a size; write e.g. 512B, 64KiB or 1MiB (env SHAPER_INGRESS_MAX_PAYLOAD)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := LoadWith("testdata/"+tt.file+".yaml", noEnv)
+			if err == nil {
+				t.Fatalf("Load succeeded, want error:\n%s", tt.want)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("error:\n%s\nwant:\n%s", got, tt.want)
+			}
+			if !reflect.DeepEqual(cfg, Config{}) {
+				t.Errorf("Load returned a non-zero Config with an error")
+			}
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cr3t") {
+				t.Errorf("error leaks a secret: %s", err)
+			}
+		})
+	}
+}
+
+func TestLoadProblemsAreTyped(t *testing.T) {
+	t.Parallel()
+	_, err := LoadWith("testdata/bad_rate.yaml", noEnv)
+	var p *Problem
+	if !errors.As(err, &p) {
+		t.Fatalf("errors.As(%v, *Problem) = false", err)
+	}
+	want := Problem{Key: "downstreams.printer.rate", Env: "SHAPER_DOWNSTREAMS_PRINTER_RATE", Msg: `"fast" is not a rate; write e.g. 2/s or 120/m`}
+	if *p != want {
+		t.Errorf("Problem = %+v, want %+v", *p, want)
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := LoadWith("testdata/nope.yaml", noEnv)
+	if want := `config file "testdata/nope.yaml": no such file`; err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %s", err, want)
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("errors.Is(err, fs.ErrNotExist) = false")
+	}
+}
+
+func TestLoadNoFile(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"", "testdata/empty.yaml"} {
+		cfg, err := LoadWith(path, noEnv)
+		if err != nil {
+			t.Fatalf("Load(%q): %v", path, err)
+		}
+		if !reflect.DeepEqual(cfg, Defaults()) {
+			t.Errorf("Load(%q) =\n%v\nwant Defaults() =\n%v", path, cfg, Defaults())
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	d := Defaults()
+	if err := d.Validate(); err != nil {
+		t.Fatalf("Defaults().Validate(): %v", err)
+	}
+	want := Config{
+		NATS:  NATS{Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"}},
+		Admin: Admin{Listen: "127.0.0.1:9090"},
+		Ingress: Ingress{SubjectPrefix: "shaper.jobs", QueueGroup: "shaper", KeyHeader: "Shaper-Key",
+			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute},
+		ShutdownGrace: 10 * time.Second,
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Errorf("Defaults() = %+v, want %+v", d, want)
+	}
+}
+
+func TestLoadMinimalAppliesDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadWith("testdata/minimal.yaml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.Downstreams = map[string]Downstream{"printer": {
+		Rate:        2,
+		Concurrency: 1,
+		Queue:       Queue{Capacity: 10, Backend: "jetstream"}, // kept as configured; the daemon refuses it
+		Sink:        Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second}},
+		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+	}}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("Load =\n%v\nwant\n%v", cfg, want)
+	}
+}
+
+func TestLoadFull(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadWith("testdata/full.yaml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.Downstreams = map[string]Downstream{
+		"printer": {
+			Rate:        2,
+			Concurrency: 1,
+			Queue:       Queue{Capacity: 10, Backend: "memory", MaxWait: 5 * time.Minute},
+			Admission:   &Admission{Mode: "token_bucket", Rate: 1, Burst: 5},
+			Sink: Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second,
+				Headers: map[string]string{"x-api-key": "secret-key"}}},
+			Retry:      Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+			DeadLetter: "shaper.dead.printer",
+		},
+		"legacy-erp": {
+			Rate:        2,
+			Concurrency: 1,
+			Queue:       Queue{Capacity: 100, Backend: "memory"},
+			Admission:   &Admission{Mode: "sliding_counter", Limit: 100, Window: time.Minute},
+			Sink:        Sink{NATS: &NATSSink{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
+			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+		},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("Load =\n%v\nwant\n%v", cfg, want)
+	}
+}
