@@ -1,0 +1,318 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	neturl "net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// maxDedupeIDs caps the Nats-Msg-Id table (about 100 B per entry).
+const maxDedupeIDs = 1 << 20
+
+// Options are the daemon's dependencies. The zero value is usable.
+type Options struct {
+	Logger   *slog.Logger         // nil: slog.Default()
+	Registry *prometheus.Registry // nil: a fresh registry (never the global one)
+}
+
+// Daemon is one shaperd. Create it with New, start it with Run.
+type Daemon struct {
+	log     *slog.Logger
+	reg     *prometheus.Registry
+	metrics *daemonMetrics
+	jobs    *shaper.Metrics
+	dedupe  *dedupe
+
+	mu  sync.Mutex // guards cfg and serialises Reload
+	cfg config.Config
+
+	view atomic.Pointer[view] // what intake reads on every message
+
+	ready     chan struct{}
+	natsURL   atomic.Value // string
+	adminAddr atomic.Value // string
+	nc        atomic.Pointer[nats.Conn]
+	shaper    atomic.Pointer[shaper.Shaper]
+	running   atomic.Bool
+}
+
+// view is the part of the config that intake reads per message; it is
+// replaced whole on reload.
+type view struct {
+	limits intakeLimits
+	known  map[string]string // downstream → dead-letter subject
+}
+
+// New checks cfg for what this build supports and prepares a daemon. It
+// starts nothing.
+func New(cfg config.Config, opts Options) (*Daemon, error) {
+	if err := Supported(cfg); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Registry == nil {
+		opts.Registry = prometheus.NewRegistry()
+	}
+	d := &Daemon{
+		log:     opts.Logger,
+		reg:     opts.Registry,
+		metrics: newDaemonMetrics(opts.Registry),
+		jobs:    shaper.NewMetrics(opts.Registry),
+		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
+		cfg:     cfg,
+		ready:   make(chan struct{}),
+	}
+	d.view.Store(newView(cfg))
+	return d, nil
+}
+
+// Supported reports config this build cannot run, one line per problem.
+func Supported(cfg config.Config) error {
+	var errs []error
+	for name, ds := range cfg.Downstreams {
+		if ds.Queue.Backend != "memory" {
+			errs = append(errs, fmt.Errorf(
+				"downstreams.%s.queue.backend: %q is not available in this build yet (the durable JetStream queue is planned); set queue.backend: memory (env %s)",
+				name, ds.Queue.Backend, config.EnvName("downstreams."+name+".queue.backend")))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func newView(cfg config.Config) *view {
+	v := &view{
+		limits: intakeLimits{
+			prefix:     cfg.Ingress.SubjectPrefix + ".",
+			keyHeader:  cfg.Ingress.KeyHeader,
+			maxPayload: int(cfg.Ingress.MaxPayload),
+		},
+		known: make(map[string]string, len(cfg.Downstreams)),
+	}
+	for name, ds := range cfg.Downstreams {
+		v.known[name] = ds.DeadLetter
+	}
+	return v
+}
+
+// Ready is closed once NATS intake is subscribed and the admin API listens.
+func (d *Daemon) Ready() <-chan struct{} { return d.ready }
+
+// NATSURL is the URL of the NATS server in use (valid after Ready).
+func (d *Daemon) NATSURL() string { s, _ := d.natsURL.Load().(string); return s }
+
+// AdminAddr is the admin listener's address (valid after Ready).
+func (d *Daemon) AdminAddr() string { s, _ := d.adminAddr.Load().(string); return s }
+
+// Registry is the registry the daemon's metrics are on.
+func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
+
+// Run starts everything, serves until ctx is done, then shuts down in reverse
+// order of start-up: intake first, the shaper (in-flight deliveries get
+// shutdown_grace, queued jobs are dead-lettered), then NATS, then HTTP.
+// It returns the first start-up error, or the joined shutdown errors.
+func (d *Daemon) Run(ctx context.Context) (err error) {
+	var cleanups []func() error
+	defer func() {
+		for i := len(cleanups) - 1; i >= 0; i-- {
+			err = errors.Join(err, cleanups[i]())
+		}
+	}()
+	cfg := d.config()
+
+	url := cfg.NATS.URL
+	if url == "" {
+		srv, err := startEmbedded(cfg, d.log)
+		if err != nil {
+			return err
+		}
+		cleanups = append(cleanups, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
+		url = srv.ClientURL()
+	}
+	d.natsURL.Store(url)
+
+	stopAdmin, err := d.startAdmin(cfg.Admin.Listen)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, stopAdmin)
+
+	nc, err := d.connect(cfg, url)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, func() error { return closeNATS(nc) })
+
+	sh, err := shaper.New(cfg.ShaperSettings(), shaper.Deps{
+		Sinks:      d.sinkFactory(nc),
+		DeadLetter: &deadLetterer{nc: nc},
+		Metrics:    d.jobs,
+		Logger:     d.log,
+	})
+	if err != nil {
+		return fmt.Errorf("start shaper: %w", err)
+	}
+	d.shaper.Store(sh)
+	shCtx, stopShaper := context.WithCancel(context.WithoutCancel(ctx))
+	shDone := make(chan error, 1)
+	go func() { shDone <- sh.Run(shCtx) }()
+	cleanups = append(cleanups, func() error { stopShaper(); return <-shDone })
+
+	sub, err := d.subscribe(nc, sh, cfg)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, func() error { return drainSubscription(sub, cfg.ShutdownGrace) })
+
+	d.metrics.lastReloadSuccess.SetToCurrentTime()
+	d.running.Store(true)
+	close(d.ready)
+	d.log.Info("shaperd ready", "nats", redactURL(url), "admin", d.AdminAddr(),
+		"intake", cfg.Ingress.SubjectPrefix+".<downstream>", "downstreams", len(cfg.Downstreams))
+	if len(cfg.Downstreams) == 0 {
+		d.log.Warn("no downstreams configured: every job will be rejected unknown_downstream; add one under downstreams: in the config file (see deploy/example.yaml) and send SIGHUP")
+	}
+	<-ctx.Done()
+	d.running.Store(false)
+	d.log.Info("shutting down: intake stopped, finishing in-flight deliveries", "grace", cfg.ShutdownGrace)
+	return nil
+}
+
+func (d *Daemon) config() config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg
+}
+
+// connect dials NATS. With RetryOnFailedConnect the connection object exists
+// even while the server is unreachable; /readyz says so until it connects.
+func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
+	opts, err := connectOptions(cfg.NATS, d.metrics, d.log)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", redactURL(url), err)
+	}
+	if !nc.IsConnected() {
+		d.log.Warn("NATS not reachable yet; retrying in the background (/readyz is false until connected)", "url", redactURL(url))
+	}
+	d.nc.Store(nc)
+	return nc, nil
+}
+
+// subscribe starts intake on <prefix>.> in the queue group: one subscription,
+// so messages are handled one at a time (the handler does no I/O but the reply).
+func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) (*nats.Subscription, error) {
+	in := &intake{
+		limits:   func() intakeLimits { return d.view.Load().limits },
+		known:    d.known,
+		shaper:   sh,
+		jobs:     d.jobs,
+		metrics:  d.metrics,
+		dedupe:   d.dedupe,
+		dead:     &deadLetterer{nc: nc},
+		nc:       nc,
+		log:      d.log,
+		newJobID: nuid.Next,
+	}
+	subject := cfg.Ingress.SubjectPrefix + ".>"
+	sub, err := nc.QueueSubscribe(subject, cfg.Ingress.QueueGroup, in.handle)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe to %s: %w", subject, err)
+	}
+	// Bound what may wait in the client: past it NATS drops and counts
+	// (shaper_intake_slow_consumer_dropped_total), it never grows unbounded.
+	if err := sub.SetPendingLimits(65536, 256<<20); err != nil {
+		return nil, fmt.Errorf("subscription limits: %w", err)
+	}
+	d.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "shaper_intake_slow_consumer_dropped_total",
+		Help: "Intake messages NATS dropped before the daemon read them (slow consumer); their producers got no reply.",
+	}, func() float64 { n, _ := sub.Dropped(); return float64(n) }))
+	if err := nc.Flush(); err != nil && nc.IsConnected() {
+		return nil, fmt.Errorf("subscribe to %s: %w", subject, err)
+	}
+	return sub, nil
+}
+
+func (d *Daemon) known(name string) (string, bool) {
+	dl, ok := d.view.Load().known[name]
+	return dl, ok
+}
+
+// sinkFactory builds each lane's sink: NATS sinks here, HTTP in shaper.
+func (d *Daemon) sinkFactory(nc *nats.Conn) func(shaper.LaneSettings) (shaper.Sink, error) {
+	return func(ls shaper.LaneSettings) (shaper.Sink, error) {
+		switch {
+		case ls.Sink.NATS != nil:
+			return &natsSink{nc: nc, spec: *ls.Sink.NATS}, nil
+		case ls.Sink.HTTP != nil:
+			return shaper.NewHTTPSink(*ls.Sink.HTTP)
+		}
+		return nil, fmt.Errorf("downstream %q has no sink", ls.Name)
+	}
+}
+
+// drainSubscription stops intake: messages already delivered to the client
+// are still handled (and answered), then the subscription closes.
+func drainSubscription(sub *nats.Subscription, wait time.Duration) error {
+	if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		return fmt.Errorf("drain intake: %w", err)
+	}
+	deadline := time.Now().Add(max(wait, time.Second))
+	for sub.IsValid() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
+// closeNATS flushes what the shaper published (dead letters, replies) and closes.
+func closeNATS(nc *nats.Conn) error {
+	var err error
+	if nc.IsConnected() {
+		if ferr := nc.FlushTimeout(5 * time.Second); ferr != nil {
+			err = fmt.Errorf("flush NATS: %w", ferr)
+		}
+	}
+	nc.Close()
+	return err
+}
+
+// redactURL hides a password or token in a NATS URL before it is logged.
+func redactURL(u string) string {
+	p, err := neturl.Parse(u)
+	if err != nil || p.User == nil {
+		return u
+	}
+	if _, has := p.User.Password(); has {
+		p.User = neturl.UserPassword(p.User.Username(), "redacted")
+	} else {
+		p.User = neturl.User("redacted")
+	}
+	return p.String()
+}
+
+// listen opens the admin listener before serving so a bad address fails start-up.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin.listen %q: %w", addr, err)
+	}
+	return ln, nil
+}

@@ -1,0 +1,120 @@
+package daemon
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/config"
+)
+
+// embeddedHeadroom is added to the server's max_payload over ingress.max_payload
+// so that a payload one byte over our limit reaches us and gets an honest
+// payload_too_large reply instead of a publish error at the producer.
+const embeddedHeadroom = 64 << 10
+
+// startEmbedded starts an in-process NATS server with JetStream, storing
+// under cfg.Embedded.StoreDir. A listen port of 0 picks a free port.
+func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) {
+	host, portStr, err := net.SplitHostPort(cfg.NATS.Embedded.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("nats.embedded.listen %q: %w", cfg.NATS.Embedded.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("nats.embedded.listen %q: port is not a number", cfg.NATS.Embedded.Listen)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	maxPayload := int64(cfg.Ingress.MaxPayload) + embeddedHeadroom
+	if maxPayload < server.MAX_PAYLOAD_SIZE {
+		maxPayload = server.MAX_PAYLOAD_SIZE
+	}
+	opts := &server.Options{
+		ServerName:             "shaperd-embedded",
+		Host:                   host,
+		Port:                   port,
+		JetStream:              true,
+		StoreDir:               cfg.NATS.Embedded.StoreDir,
+		MaxPayload:             int32(maxPayload),
+		NoSigs:                 true,
+		NoLog:                  true,
+		DisableJetStreamBanner: true,
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("embedded nats server on %s did not become ready within 10s", cfg.NATS.Embedded.Listen)
+	}
+	log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATS.Embedded.StoreDir)
+	return srv, nil
+}
+
+// connectOptions are the client options, chosen deliberately: a daemon never
+// gives up reconnecting, notices a dead server within a few pings, and buffers
+// a bounded amount while reconnecting.
+func connectOptions(cfg config.NATS, m *daemonMetrics, log *slog.Logger) ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name("shaperd"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(100*time.Millisecond, time.Second),
+		nats.PingInterval(5 * time.Second),
+		nats.MaxPingsOutstanding(3),
+		nats.ReconnectBufSize(8 << 20),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			m.natsConnected.Set(0)
+			log.Warn("NATS disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			m.natsConnected.Set(1)
+			m.natsReconnects.Inc()
+			log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ConnectHandler(func(nc *nats.Conn) {
+			m.natsConnected.Set(1)
+			log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			subj := ""
+			if sub != nil {
+				subj = sub.Subject
+			}
+			log.Warn("NATS async error", "subject", subj, "err", err)
+		}),
+	}
+	switch {
+	case cfg.Creds != "":
+		opts = append(opts, nats.UserCredentials(cfg.Creds))
+	case cfg.NKey != "":
+		o, err := nats.NkeyOptionFromSeed(cfg.NKey)
+		if err != nil {
+			return nil, fmt.Errorf("nats.nkey: %w", err)
+		}
+		opts = append(opts, o)
+	}
+	if cfg.User != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
+	if cfg.TLS.CA != "" {
+		opts = append(opts, nats.RootCAs(cfg.TLS.CA))
+	}
+	if cfg.TLS.Cert != "" || cfg.TLS.Key != "" {
+		opts = append(opts, nats.ClientCert(cfg.TLS.Cert, cfg.TLS.Key))
+	}
+	return opts, nil
+}

@@ -1,0 +1,150 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+// Header names of the job protocol (SPEC.md, "Subjects and the job protocol").
+const (
+	hdrMaxWait = "Shaper-Max-Wait"
+	hdrMsgID   = "Nats-Msg-Id"
+	hdrStatus  = "Shaper-Status"
+	hdrReason  = "Shaper-Reason"
+	hdrError   = "Shaper-Error"
+	hdrRetry   = "Retry-After"
+	hdrJobID   = "Shaper-Job-Id"
+	hdrAttempt = "Shaper-Attempt"
+	hdrIdemKey = "Idempotency-Key"
+)
+
+// Bounds on producer-controlled header values. A value past a bound is a
+// bad_request, never truncated silently.
+const (
+	maxMaxWait  = 7 * 24 * time.Hour
+	maxKeyBytes = 256
+	maxIDBytes  = 256
+)
+
+// unknownDownstream is the metric label for jobs naming no configured
+// downstream: label values never come from a message.
+const unknownDownstream = "_unknown"
+
+// intakeLimits are the checks applied to every message before it becomes a job.
+type intakeLimits struct {
+	prefix     string // subject prefix with the trailing dot
+	keyHeader  string
+	maxPayload int
+}
+
+// rejection is an intake refusal with the reason SPEC.md names.
+type rejection struct {
+	reason shaper.Reason
+	err    error
+}
+
+// parseJob turns one intake message into a job. It looks only at bounded
+// inputs and allocates nothing proportional to a rejected payload.
+func parseJob(lim intakeLimits, subject string, hdr http.Header, data []byte) (*shaper.Job, string, *rejection) {
+	downstream, ok := strings.CutPrefix(subject, lim.prefix)
+	if !ok || downstream == "" || strings.Contains(downstream, ".") {
+		return nil, "", &rejection{shaper.ReasonUnknownDownstream,
+			fmt.Errorf("subject %q names no downstream; publish to %s<downstream>", truncate(subject, 128), lim.prefix)}
+	}
+	// stub carries what a rejection needs: the lane for labels and
+	// dead-letter routing, and the payload for the dead letter.
+	stub := &shaper.Job{Downstream: downstream, Payload: data}
+	if len(data) > lim.maxPayload {
+		return stub, "", &rejection{shaper.ReasonPayloadTooLarge,
+			fmt.Errorf("payload is %d bytes; ingress.max_payload allows at most %d", len(data), lim.maxPayload)}
+	}
+	key, err := headerValue(hdr, lim.keyHeader, maxKeyBytes)
+	if err != nil {
+		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+	}
+	msgID, err := headerValue(hdr, hdrMsgID, maxIDBytes)
+	if err != nil {
+		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+	}
+	maxWait, err := parseMaxWait(hdr.Get(hdrMaxWait))
+	if err != nil {
+		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+	}
+	stub.Key, stub.Cost, stub.MaxWait = key, 1, maxWait
+	stub.Header = passThrough(hdr, lim.keyHeader)
+	return stub, msgID, nil
+}
+
+// headerValue returns the single value of a header, bounded in size and
+// required to be valid UTF-8 (keys and ids are echoed in errors and logs).
+func headerValue(hdr http.Header, name string, limit int) (string, error) {
+	vals := hdr.Values(name)
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", fmt.Errorf("header %s is given %d times; send it once", name, len(vals))
+	}
+	v := vals[0]
+	if len(v) > limit {
+		return "", fmt.Errorf("header %s is %d bytes; at most %d are allowed", name, len(v), limit)
+	}
+	if !utf8.ValidString(v) {
+		return "", fmt.Errorf("header %s is not valid UTF-8", name)
+	}
+	return v, nil
+}
+
+// errMaxWait says what a valid Shaper-Max-Wait looks like.
+var errMaxWait = errors.New("write a positive Go duration of at most 168h, e.g. 30s or 5m")
+
+// parseMaxWait parses Shaper-Max-Wait: empty means absent; zero, negative,
+// unparsable or above 7 days is an error.
+func parseMaxWait(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	if len(v) > 64 {
+		return 0, fmt.Errorf("header %s is %d bytes long: %w", hdrMaxWait, len(v), errMaxWait)
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > maxMaxWait {
+		return 0, fmt.Errorf("header %s %q is not valid: %w", hdrMaxWait, v, errMaxWait)
+	}
+	return d, nil
+}
+
+// passThrough keeps the producer's headers that a downstream may want
+// (Content-Type and the like) and drops the job protocol's own.
+func passThrough(hdr http.Header, keyHeader string) http.Header {
+	var out http.Header
+	for name, vals := range hdr {
+		if isProtocolHeader(name, keyHeader) {
+			continue
+		}
+		if out == nil {
+			out = make(http.Header, len(hdr))
+		}
+		out[name] = vals
+	}
+	return out
+}
+
+func isProtocolHeader(name, keyHeader string) bool {
+	return strings.HasPrefix(strings.ToLower(name), "shaper-") ||
+		strings.HasPrefix(strings.ToLower(name), "nats-") ||
+		strings.EqualFold(name, keyHeader)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

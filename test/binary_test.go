@@ -1,0 +1,269 @@
+package test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// shaperdBinary builds cmd/shaperd once per test run.
+func shaperdBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "shaperd-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "shaperd")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Dir(filepath.Dir(file))
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/shaperd")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// runShaperd runs the binary to completion and returns exit code and stderr.
+func runShaperd(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	cmd := exec.Command(shaperdBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return code, stderr.String()
+}
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "shaper.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestShaperdConfigErrors(t *testing.T) {
+	bad := writeFile(t, `
+downstreams:
+  printer:
+    rate: fast
+    queue: { capacity: 0, backend: memory }
+    sink: { http: { url: "http://127.0.0.1:1/x" } }
+`)
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want []string
+	}{
+		{"missing file", nil, []string{"-config", "/nonexistent/shaper.yaml"}, 2, []string{"/nonexistent/shaper.yaml"}},
+		{"every problem at once", nil, []string{"-config", bad}, 2,
+			[]string{"downstreams.printer.rate", `"fast"`, "downstreams.printer.queue.capacity"}},
+		{"bad env value", []string{"SHAPER_DOWNSTREAMS_PRINTER_RATE=soon"}, []string{"-check-config", "-config", bad}, 2,
+			[]string{"SHAPER_DOWNSTREAMS_PRINTER_RATE"}},
+		{"example config is valid", nil, []string{"-check-config", "-config", "../deploy/example.yaml"}, 0, []string{"config OK"}},
+		{"bad flag", nil, []string{"-bogus"}, 2, []string{"Usage"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stderr := runShaperd(t, tc.env, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+		})
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// The daemon as a process: SIGHUP applies a new rate, an invalid file is
+// refused and the old config stays, SIGTERM dead-letters queued jobs and
+// exits 0.
+func TestShaperdProcessLifecycle(t *testing.T) {
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	admin := freeAddr(t)
+	conf := func(rate string) string {
+		return fmt.Sprintf(`
+nats: { url: %q }
+admin: { listen: %q }
+shutdown_grace: 2s
+downstreams:
+  printer:
+    rate: %s
+    queue: { capacity: 20, backend: memory }
+    sink: { http: { url: %q } }
+    dead_letter: dl.printer
+`, srv.ClientURL(), admin, rate, ds.URL)
+	}
+	path := writeFile(t, conf("1/s"))
+	cmd := exec.Command(shaperdBinary(t), "-config", path)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	waitReady(t, "http://"+admin, exited, &stderr)
+
+	// SIGHUP with a new rate.
+	if err := os.WriteFile(path, []byte(conf("4/s")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, func() bool { return adminRate(t, "http://"+admin) == 4 }, "rate 4 after SIGHUP")
+
+	// An invalid file is refused; the running config stays.
+	if err := os.WriteFile(path, []byte("downstreams: [truncated"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(stderr.String(), "reload refused") }, "a log line about the refused reload")
+	if r := adminRate(t, "http://"+admin); r != 4 {
+		t.Errorf("rate %v after an invalid reload, want 4", r)
+	}
+
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	dead := subscribeDead(t, nc, "dl.printer")
+	for i := range 10 {
+		if _, err := nc.Request("shaper.jobs.printer", []byte(fmt.Sprint(i)), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ds.waitHits(t, 1, 5*time.Second)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("shaperd exited with %v after SIGTERM; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("shaperd did not exit within 20s of SIGTERM")
+	}
+	delivered := len(ds.snapshot())
+	for n := 0; n+delivered < 10; n++ {
+		if m := recvMsg(t, dead, 5*time.Second); m.Header.Get("Shaper-Reason") != "shutdown" {
+			t.Errorf("dead letter reason %q", m.Header.Get("Shaper-Reason"))
+		}
+	}
+}
+
+func waitReady(t *testing.T, admin string, exited chan error, stderr *syncBuffer) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-exited:
+			t.Fatalf("shaperd exited early (%v):\n%s", err, stderr.String())
+		default:
+		}
+		if resp, err := http.Get(admin + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("shaperd not ready within 20s:\n%s", stderr.String())
+}
+
+func adminRate(t *testing.T, admin string) float64 {
+	t.Helper()
+	resp, err := http.Get(admin + "/v1/downstreams")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Downstreams []struct {
+			Rate float64 `json:"rate"`
+		} `json:"downstreams"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || len(v.Downstreams) != 1 {
+		t.Fatalf("/v1/downstreams: %v %+v", err, v)
+	}
+	return v.Downstreams[0].Rate
+}
+
+func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the process writer and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
