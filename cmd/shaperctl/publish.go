@@ -1,0 +1,358 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/config"
+)
+
+// Header names of the job protocol (SPEC.md, "Subjects and the job protocol").
+const (
+	hdrMaxWait = "Shaper-Max-Wait"
+	hdrMsgID   = "Nats-Msg-Id"
+	hdrStatus  = "Shaper-Status"
+	hdrReason  = "Shaper-Reason"
+	hdrRetry   = "Retry-After"
+)
+
+const defaultPayload = `{"job":{i},"from":"shaperctl"}`
+
+var subjectToken = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// publishOptions are the parsed flags of publish.
+type publishOptions struct {
+	Downstream    string
+	N             int
+	Rate          float64 // jobs per second; 0 = as fast as possible
+	Concurrency   int
+	Key           string
+	Keys          int
+	KeyHeader     string
+	Payload       string // {i} is replaced by the job index
+	MaxWait       time.Duration
+	MsgIDPrefix   string
+	NATSURL       string
+	SubjectPrefix string
+	Timeout       time.Duration
+	NoReply       bool
+	JSON          bool
+	Verbose       bool
+}
+
+func (o publishOptions) subject() string { return o.SubjectPrefix + "." + o.Downstream }
+
+// keyFor is the admission key of job i: -key, or key-(i mod -keys), or none.
+func (o publishOptions) keyFor(i int) string {
+	if o.Keys > 0 {
+		return "key-" + strconv.Itoa(i%o.Keys)
+	}
+	return o.Key
+}
+
+// message builds job i.
+func (o publishOptions) message(i int) *nats.Msg {
+	m := nats.NewMsg(o.subject())
+	m.Data = []byte(strings.ReplaceAll(o.Payload, "{i}", strconv.Itoa(i)))
+	if k := o.keyFor(i); k != "" {
+		m.Header.Set(o.KeyHeader, k)
+	}
+	if o.MsgIDPrefix != "" {
+		m.Header.Set(hdrMsgID, o.MsgIDPrefix+strconv.Itoa(i))
+	}
+	if o.MaxWait > 0 {
+		m.Header.Set(hdrMaxWait, o.MaxWait.String())
+	}
+	return m
+}
+
+func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, code, ok := parsePublishFlags(args, stderr)
+	if !ok {
+		return code
+	}
+	nc, err := nats.Connect(o.NATSURL, nats.Name("shaperctl publish"), nats.Timeout(o.Timeout))
+	if err != nil {
+		fmt.Fprintf(stderr, "shaperctl publish: cannot connect to NATS at %s: %v\nis shaperd running? is -nats right?\n", o.NATSURL, err)
+		return exitFailed
+	}
+	defer nc.Close()
+	results, wall := publishJobs(ctx, nc, o)
+	if o.NoReply {
+		if err := nc.FlushTimeout(o.Timeout); err != nil {
+			fmt.Fprintf(stderr, "shaperctl publish: flush to %s: %v; is -nats right?\n", o.NATSURL, err)
+			return exitFailed
+		}
+	}
+	sum := summarize(o, results, wall)
+	if err := writeSummary(stdout, o, sum, results); err != nil {
+		fmt.Fprintf(stderr, "shaperctl publish: %v\n", err)
+		return exitFailed
+	}
+	if sum.NoAnswer > 0 {
+		what := "got no answer"
+		if o.NoReply {
+			what = "failed to publish"
+		}
+		fmt.Fprintf(stderr, "shaperctl publish: %d of %d jobs %s (%s): is shaperd running? is -nats right?\n",
+			sum.NoAnswer, sum.Jobs, what, formatCounts(sum.NoAnswerBy, "="))
+		return exitFailed
+	}
+	return exitOK
+}
+
+func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, int, bool) {
+	fs := newFlagSet("publish", "-downstream NAME [-n N] [-rate 50/s] [flags]", `Sends N jobs to <subject-prefix>.<downstream> by NATS request/reply, as a producer
+would, and prints what the daemon answered: accepted (with queue positions and
+ETAs), rejected by reason, the Retry-After values seen, duplicates, and jobs that
+got no answer. Sends follow an absolute schedule (t0 + k/rate).
+Exit code: 0 when every job got an answer (rejections included), 1 when some
+did not, 2 for a usage error.
+
+Example:
+  shaperctl publish -downstream printer -n 15 -rate 50/s -keys 3 -v
+`, stderr)
+	var o publishOptions
+	rate, payloadFile := definePublishFlags(fs, &o)
+	if code, ok := parseFlags(fs, args); !ok {
+		return o, code, false
+	}
+	if msg := checkPublish(o); msg != "" {
+		return o, usageErr(stderr, "publish", "%s", msg), false
+	}
+	bad := func(format string, args ...any) (publishOptions, int, bool) {
+		return o, usageErr(stderr, "publish", format, args...), false
+	}
+	if *rate != "" {
+		r, err := config.ParseRate(*rate)
+		if err != nil {
+			return bad("-rate: %v", err)
+		}
+		o.Rate = r
+	}
+	if *payloadFile != "" {
+		if isFlagSet(fs, "payload") {
+			return bad("-payload and -payload-file exclude each other")
+		}
+		b, err := os.ReadFile(*payloadFile)
+		if err != nil {
+			return bad("-payload-file: %v", err)
+		}
+		o.Payload = string(b)
+	}
+	return o, 0, true
+}
+
+// definePublishFlags binds the flags of publish to o; it returns the two
+// that need parsing after flag.Parse.
+func definePublishFlags(fs *flag.FlagSet, o *publishOptions) (rate, payloadFile *string) {
+	rate, payloadFile = new(string), new(string)
+	fs.StringVar(&o.Downstream, "downstream", "", "downstream `name` (required): the last token of the subject")
+	fs.IntVar(&o.N, "n", 1, "number of jobs to send")
+	fs.StringVar(rate, "rate", "", "send `rate` such as 50/s, 120/m, 0.5/s (default: as fast as possible)")
+	fs.IntVar(&o.Concurrency, "concurrency", 16, "requests in flight at once")
+	fs.StringVar(&o.Key, "key", "", "admission `key` for every job (header -key-header)")
+	fs.IntVar(&o.Keys, "keys", 0, "spread jobs over `K` admission keys key-0..key-(K-1), round robin")
+	fs.StringVar(&o.KeyHeader, "key-header", "Shaper-Key", "header carrying the admission key (ingress.key_header)")
+	fs.StringVar(&o.Payload, "payload", defaultPayload, "job payload; {i} is replaced by the job index")
+	fs.StringVar(payloadFile, "payload-file", "", "read the payload from `file` ({i} is replaced too)")
+	fs.DurationVar(&o.MaxWait, "max-wait", 0, "set Shaper-Max-Wait: drop the job as expired if it cannot start within this (0 = not set)")
+	fs.StringVar(&o.MsgIDPrefix, "msg-id-prefix", "", "set Nats-Msg-Id to `prefix` + index, for idempotency (repeat a run to see duplicates)")
+	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS server `URL`")
+	fs.StringVar(&o.SubjectPrefix, "subject-prefix", "shaper.jobs", "ingress subject prefix (ingress.subject_prefix)")
+	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "how long to wait for each reply")
+	fs.BoolVar(&o.NoReply, "no-reply", false, "plain publish: no reply subject, so no answers to count")
+	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON")
+	fs.BoolVar(&o.Verbose, "v", false, "also print one line per job")
+	return rate, payloadFile
+}
+
+// checkPublish returns what is wrong with o's plain flags, or "".
+func checkPublish(o publishOptions) string {
+	switch {
+	case o.Downstream == "":
+		return "-downstream is required, e.g. -downstream printer"
+	case !subjectToken.MatchString(o.Downstream):
+		return fmt.Sprintf("-downstream %q: a downstream name has only letters, digits, - and _", o.Downstream)
+	case o.N < 1:
+		return fmt.Sprintf("-n must be at least 1, got %d", o.N)
+	case o.Concurrency < 1:
+		return fmt.Sprintf("-concurrency must be at least 1, got %d", o.Concurrency)
+	case o.Key != "" && o.Keys > 0:
+		return "-key and -keys exclude each other: one fixed key, or K keys spread round robin"
+	case o.Keys < 0:
+		return fmt.Sprintf("-keys must be 0 or more, got %d", o.Keys)
+	case o.MaxWait < 0:
+		return fmt.Sprintf("-max-wait must be positive (or 0 for not set), got %s", o.MaxWait)
+	case o.Timeout <= 0:
+		return fmt.Sprintf("-timeout must be positive, got %s", o.Timeout)
+	case o.SubjectPrefix == "" || strings.ContainsAny(o.SubjectPrefix, " *>"):
+		return fmt.Sprintf("-subject-prefix %q is not a subject prefix; e.g. shaper.jobs", o.SubjectPrefix)
+	}
+	return ""
+}
+
+// isFlagSet reports whether the flag name was given on the command line.
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// jobResult is what happened to one job.
+type jobResult struct {
+	Index      int           `json:"index"`
+	Key        string        `json:"key,omitempty"`
+	Sent       bool          `json:"sent"`
+	SentAt     time.Duration `json:"-"`                // since the first send was scheduled
+	Status     string        `json:"status,omitempty"` // accepted, rejected; empty: no answer
+	Reason     string        `json:"reason,omitempty"`
+	RetryAfter int           `json:"retry_after_seconds,omitempty"` // 0: none given
+	Position   int           `json:"position,omitempty"`
+	ETA        *float64      `json:"eta_seconds,omitempty"`
+	Duplicate  bool          `json:"duplicate,omitempty"`
+	JobID      string        `json:"job_id,omitempty"`
+	Err        string        `json:"error,omitempty"` // no answer: timeout, no_responders, …; or the daemon's error text
+}
+
+// publishJobs sends o.N jobs from o.Concurrency workers, paced by pace, and
+// returns one result per job (in index order) and the wall time.
+func publishJobs(ctx context.Context, nc *nats.Conn, o publishOptions) ([]jobResult, time.Duration) {
+	results := make([]jobResult, o.N)
+	for i := range results {
+		results[i] = jobResult{Index: i, Key: o.keyFor(i), Err: "not_sent"}
+	}
+	next := make(chan int)
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	for range min(o.Concurrency, o.N) {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = sendJob(ctx, nc, o, i, t0)
+			}
+		})
+	}
+	pace(ctx, next, o.N, o.Rate, t0)
+	close(next)
+	wg.Wait()
+	return results, time.Since(t0)
+}
+
+// scheduleAt is the instant of send k on the absolute schedule t0 + k/rate,
+// so a late send is followed by on-time ones rather than shifting them all.
+func scheduleAt(t0 time.Time, k int, rate float64) time.Time {
+	return t0.Add(time.Duration(math.Round(float64(k) / rate * float64(time.Second))))
+}
+
+// pace hands indexes 0..n-1 to the workers, each no earlier than its slot
+// (no pacing when rate is 0). It stops early when ctx ends.
+func pace(ctx context.Context, next chan<- int, n int, rate float64, t0 time.Time) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for k := range n {
+		if rate > 0 {
+			if d := time.Until(scheduleAt(t0, k, rate)); d > 0 {
+				timer.Reset(d)
+				select {
+				case <-timer.C:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+		select {
+		case next <- k:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// sendJob sends job i and waits for its reply (unless -no-reply).
+func sendJob(ctx context.Context, nc *nats.Conn, o publishOptions, i int, t0 time.Time) jobResult {
+	r := jobResult{Index: i, Key: o.keyFor(i), Sent: true, SentAt: time.Since(t0)}
+	msg := o.message(i)
+	if o.NoReply {
+		if err := nc.PublishMsg(msg); err != nil {
+			r.Err = errorKind(err)
+		}
+		return r
+	}
+	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	reply, err := nc.RequestMsgWithContext(rctx, msg)
+	if err != nil {
+		r.Err = errorKind(err)
+		return r
+	}
+	parseReply(&r, reply.Header, reply.Data)
+	return r
+}
+
+// errorKind names a request failure for the summary.
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return "no_responders"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "interrupted"
+	case errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
+		return "connection_closed"
+	}
+	return "error: " + err.Error()
+}
+
+// replyBody is the JSON body of a daemon reply (SPEC.md).
+type replyBody struct {
+	Status            string   `json:"status"`
+	Duplicate         bool     `json:"duplicate"`
+	JobID             string   `json:"job_id"`
+	Position          int      `json:"position"`
+	ETASeconds        *float64 `json:"eta_seconds"`
+	Reason            string   `json:"reason"`
+	RetryAfterSeconds int      `json:"retry_after_seconds"`
+	Error             string   `json:"error"`
+}
+
+// parseReply fills r from a reply; headers win over the body where both
+// speak, as they are what the protocol guarantees.
+func parseReply(r *jobResult, h nats.Header, data []byte) {
+	var b replyBody
+	_ = json.Unmarshal(data, &b) // a missing or odd body leaves the headers to speak
+	r.Status, r.Reason, r.RetryAfter = b.Status, b.Reason, b.RetryAfterSeconds
+	r.Position, r.ETA, r.Duplicate, r.JobID = b.Position, b.ETASeconds, b.Duplicate, b.JobID
+	if s := h.Get(hdrStatus); s != "" {
+		r.Status = s
+	}
+	if s := h.Get(hdrReason); s != "" {
+		r.Reason = s
+	}
+	if s, err := strconv.Atoi(h.Get(hdrRetry)); err == nil {
+		r.RetryAfter = s
+	}
+	switch r.Status {
+	case "accepted":
+	case "rejected":
+		r.Err = b.Error
+		if r.Reason == "" {
+			r.Reason = "unspecified"
+		}
+	default:
+		r.Status, r.Err = "", "bad_reply"
+	}
+}

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	natsserver "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+)
+
+// runNATS starts an in-process NATS server on a random port.
+func runNATS(t *testing.T) *server.Server {
+	t.Helper()
+	opts := natsserver.DefaultTestOptions
+	opts.Port = -1
+	srv := natsserver.RunServer(&opts)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
+}
+
+// fakeDaemon answers jobs on shaper.jobs.printer per SPEC.md: a queue of
+// capacity slots (queue_full beyond, Retry-After 1), key-2 is rate limited
+// (Retry-After 3), and a repeated Nats-Msg-Id is an accepted duplicate.
+type fakeDaemon struct {
+	mu       sync.Mutex
+	capacity int
+	queued   int
+	ids      map[string]string
+	headers  []nats.Header
+}
+
+func startFakeDaemon(t *testing.T, url string, capacity int) *fakeDaemon {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	f := &fakeDaemon{capacity: capacity, ids: map[string]string{}}
+	if _, err := nc.Subscribe("shaper.jobs.printer", f.handle); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fakeDaemon) handle(m *nats.Msg) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.headers = append(f.headers, m.Header)
+	id := m.Header.Get("Nats-Msg-Id")
+	reply := nats.NewMsg(m.Reply)
+	var body map[string]any
+	switch {
+	case id != "" && f.ids[id] != "":
+		body = map[string]any{"status": "accepted", "downstream": "printer", "job_id": f.ids[id], "duplicate": true}
+	case m.Header.Get("Shaper-Key") == "key-2":
+		body = map[string]any{"status": "rejected", "reason": "rate_limited", "retry_after_seconds": 3, "error": "key over its limit"}
+		reply.Header.Set("Shaper-Reason", "rate_limited")
+		reply.Header.Set("Retry-After", "3")
+	case f.queued >= f.capacity:
+		body = map[string]any{"status": "rejected", "reason": "queue_full", "retry_after_seconds": 1,
+			"error": fmt.Sprintf("queue printer is full (%d/%d)", f.queued, f.capacity)}
+		reply.Header.Set("Shaper-Reason", "queue_full")
+		reply.Header.Set("Retry-After", "1")
+	default:
+		f.queued++
+		jobID := "job-" + strconv.Itoa(f.queued)
+		if id != "" {
+			f.ids[id] = jobID
+		}
+		body = map[string]any{"status": "accepted", "downstream": "printer", "job_id": jobID,
+			"position": f.queued, "eta_seconds": float64(f.queued) / 2}
+	}
+	reply.Header.Set("Shaper-Status", body["status"].(string))
+	reply.Data, _ = json.Marshal(body)
+	_ = m.RespondMsg(reply)
+}
+
+func TestPublishSummary(t *testing.T) {
+	srv := runNATS(t)
+	startFakeDaemon(t, srv.ClientURL(), 10)
+	code, stdout, stderr := runCmd(t, "publish", "-nats", srv.ClientURL(), "-downstream", "printer", "-n", "15", "-concurrency", "1")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	t.Log("\n" + stdout)
+	for _, want := range []string{
+		"published 15 of 15 jobs to shaper.jobs.printer in ",
+		"as fast as possible",
+		"  accepted       10  positions 1..10, eta 0.5s..5s\n",
+		"  duplicates      0\n",
+		"  rejected        5  queue_full=5\n",
+		"  retry-after        1s×5\n",
+		"  no answer       0\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("summary lacks %q", want)
+		}
+	}
+}
+
+func TestPublishKeysDuplicatesAndHeaders(t *testing.T) {
+	srv := runNATS(t)
+	f := startFakeDaemon(t, srv.ClientURL(), 100)
+	args := []string{"publish", "-nats", srv.ClientURL(), "-downstream", "printer", "-n", "9", "-keys", "3",
+		"-msg-id-prefix", "run1-", "-max-wait", "30s", "-payload", "job {i}", "-v"}
+	code, stdout, stderr := runCmd(t, args...)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	t.Log("\n" + stdout)
+	for _, want := range []string{"accepted        6", "rejected        3  rate_limited=3", "retry-after        3s×3",
+		"JOB  KEY    STATUS", "2    key-2  rejected"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("first run lacks %q", want)
+		}
+	}
+	h := f.headers[0]
+	if h.Get("Shaper-Max-Wait") != "30s" || !strings.HasPrefix(h.Get("Nats-Msg-Id"), "run1-") || !strings.HasPrefix(h.Get("Shaper-Key"), "key-") {
+		t.Errorf("request headers = %v", h)
+	}
+	// The same ids again: every accepted job is a duplicate.
+	_, stdout, _ = runCmd(t, args...)
+	if !strings.Contains(stdout, "duplicates      6") || !strings.Contains(stdout, "accepted (duplicate)") {
+		t.Errorf("second run should report 6 duplicates:\n%s", stdout)
+	}
+}
+
+func TestPublishJSONAndPacing(t *testing.T) {
+	srv := runNATS(t)
+	startFakeDaemon(t, srv.ClientURL(), 100)
+	code, stdout, stderr := runCmd(t, "publish", "-nats", srv.ClientURL(), "-downstream", "printer", "-n", "11", "-rate", "100/s", "-json")
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	var s publishSummary
+	if err := json.Unmarshal([]byte(stdout), &s); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	if s.Accepted != 11 || s.Rejected != 0 || s.NoAnswer != 0 || s.TargetRate != 100 {
+		t.Errorf("summary = %+v", s)
+	}
+	// 11 sends at 100/s span 100 ms: the schedule bounds the achieved rate.
+	if s.WallSeconds < 0.1 || s.SendRate > 101 || s.SendRate < 40 {
+		t.Errorf("wall %.3fs, send rate %.1f/s; want >= 0.1s and about 100/s", s.WallSeconds, s.SendRate)
+	}
+}
+
+func TestPublishNoAnswer(t *testing.T) {
+	srv := runNATS(t)
+	// A subscriber that never replies, so requests time out.
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Subscribe("shaper.jobs.silent", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, downstream, want string
+	}{
+		{"no responders", "nobody", "no_responders=3"},
+		{"timeout", "silent", "timeout=3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runCmd(t, "publish", "-nats", srv.ClientURL(), "-downstream", tt.downstream, "-n", "3", "-timeout", "200ms")
+			if code != exitFailed {
+				t.Errorf("exit %d, want %d", code, exitFailed)
+			}
+			if !strings.Contains(stdout, "no answer       3  "+tt.want) {
+				t.Errorf("summary lacks %q:\n%s", tt.want, stdout)
+			}
+			if !strings.Contains(stderr, "3 of 3 jobs got no answer ("+tt.want+"): is shaperd running? is -nats right?") {
+				t.Errorf("stderr = %q", stderr)
+			}
+		})
+	}
+}
+
+func TestPublishNoReplyAndUnreachable(t *testing.T) {
+	srv := runNATS(t)
+	code, stdout, stderr := runCmd(t, "publish", "-nats", srv.ClientURL(), "-downstream", "printer", "-n", "5", "-no-reply")
+	if code != exitOK || !strings.Contains(stdout, "published (no reply requested) 5 of 5 jobs") {
+		t.Errorf("-no-reply: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	code, _, stderr = runCmd(t, "publish", "-nats", "nats://127.0.0.1:1", "-downstream", "printer", "-timeout", "500ms")
+	if code != exitFailed || !strings.Contains(stderr, "cannot connect to NATS at nats://127.0.0.1:1") ||
+		!strings.Contains(stderr, "is shaperd running? is -nats right?") {
+		t.Errorf("unreachable: exit %d, stderr %q", code, stderr)
+	}
+}
+
+func TestPublishInterrupted(t *testing.T) {
+	srv := runNATS(t)
+	startFakeDaemon(t, srv.ClientURL(), 100)
+	ctx, cancel := context.WithTimeout(t.Context(), 150*time.Millisecond)
+	defer cancel()
+	code, stdout, _ := runCtx(ctx, "publish", "-nats", srv.ClientURL(), "-downstream", "printer", "-n", "100", "-rate", "20/s")
+	if code != exitFailed || !strings.Contains(stdout, "not_sent=") {
+		t.Errorf("exit %d, want 1 with not_sent jobs:\n%s", code, stdout)
+	}
+}
+
+func TestScheduleAt(t *testing.T) {
+	t0 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		k    int
+		rate float64
+		want time.Duration
+	}{
+		{0, 50, 0},
+		{1, 50, 20 * time.Millisecond},
+		{50, 50, time.Second},
+		{3, 0.5, 6 * time.Second},
+		{99, 2.5, 39600 * time.Millisecond}, // rounded, not truncated to 39.599999999s
+	}
+	for _, tt := range tests {
+		if got := scheduleAt(t0, tt.k, tt.rate).Sub(t0); got != tt.want {
+			t.Errorf("scheduleAt(k=%d, rate=%v) = %v, want %v", tt.k, tt.rate, got, tt.want)
+		}
+	}
+}

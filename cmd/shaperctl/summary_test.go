@@ -1,0 +1,115 @@
+package main
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"time"
+)
+
+func ptr(f float64) *float64 { return &f }
+
+func TestSummarize(t *testing.T) {
+	ms := time.Millisecond
+	results := []jobResult{
+		{Index: 0, Sent: true, SentAt: 0, Status: "accepted", Position: 3, ETA: ptr(1.5)},
+		{Index: 1, Sent: true, SentAt: 100 * ms, Status: "accepted", Position: 0, ETA: ptr(0)},
+		{Index: 2, Sent: true, SentAt: 200 * ms, Status: "accepted", Duplicate: true, JobID: "j1"},
+		{Index: 3, Sent: true, SentAt: 300 * ms, Status: "rejected", Reason: "queue_full", RetryAfter: 1},
+		{Index: 4, Sent: true, SentAt: 400 * ms, Status: "rejected", Reason: "rate_limited", RetryAfter: 3},
+		{Index: 5, Sent: true, SentAt: 500 * ms, Status: "rejected", Reason: "queue_full", RetryAfter: 1},
+		{Index: 6, Sent: true, SentAt: 600 * ms, Status: "rejected", Reason: "bad_request"},
+		{Index: 7, Sent: true, SentAt: 700 * ms, Err: "timeout"},
+		{Index: 8, Sent: false, Err: "not_sent"},
+	}
+	o := publishOptions{Downstream: "printer", SubjectPrefix: "shaper.jobs", Rate: 10}
+	s := summarize(o, results, 900*ms)
+	want := publishSummary{Subject: "shaper.jobs.printer", Jobs: 9, Sent: 8, Accepted: 3, Duplicates: 1, Rejected: 4,
+		NoAnswer: 2, TargetRate: 10, WallSeconds: 0.9}
+	if s.Subject != want.Subject || s.Jobs != want.Jobs || s.Sent != want.Sent || s.Accepted != want.Accepted ||
+		s.Duplicates != want.Duplicates || s.Rejected != want.Rejected || s.NoAnswer != want.NoAnswer {
+		t.Errorf("summary = %+v", s)
+	}
+	if !maps.Equal(s.RejectedBy, map[string]int{"queue_full": 2, "rate_limited": 1, "bad_request": 1}) {
+		t.Errorf("RejectedBy = %v", s.RejectedBy)
+	}
+	if !maps.Equal(s.RetryAfter, map[int]int{1: 2, 3: 1}) {
+		t.Errorf("RetryAfter = %v", s.RetryAfter)
+	}
+	if !maps.Equal(s.NoAnswerBy, map[string]int{"timeout": 1, "not_sent": 1}) {
+		t.Errorf("NoAnswerBy = %v", s.NoAnswerBy)
+	}
+	if *s.Position != (span{0, 3}) || *s.ETA != (span{0, 1.5}) {
+		t.Errorf("Position %v, ETA %v", s.Position, s.ETA)
+	}
+	if s.SendRate < 9.99 || s.SendRate > 10.01 { // 7 gaps over 700 ms
+		t.Errorf("SendRate = %v, want 10", s.SendRate)
+	}
+	var b strings.Builder
+	if err := writeSummaryText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	wantText := `published 8 of 9 jobs to shaper.jobs.printer in 0.900s (send rate 10/s, target 10/s)
+  accepted        3  positions 0..3, eta 0s..1.5s
+  duplicates      1
+  rejected        4  queue_full=2 bad_request=1 rate_limited=1
+  retry-after        1s×2 3s×1
+  no answer       2  not_sent=1 timeout=1
+`
+	if b.String() != wantText {
+		t.Errorf("text:\n%s\nwant:\n%s", b.String(), wantText)
+	}
+}
+
+func TestParseReply(t *testing.T) {
+	tests := []struct {
+		name   string
+		header map[string]string
+		body   string
+		want   jobResult
+	}{
+		{"accepted", map[string]string{"Shaper-Status": "accepted"},
+			`{"status":"accepted","downstream":"printer","job_id":"j7","position":7,"eta_seconds":3.5}`,
+			jobResult{Status: "accepted", JobID: "j7", Position: 7, ETA: ptr(3.5)}},
+		{"rejected headers win", map[string]string{"Shaper-Status": "rejected", "Shaper-Reason": "queue_full", "Retry-After": "2"},
+			`{"status":"rejected","reason":"other","retry_after_seconds":1,"error":"queue printer is full (10/10)"}`,
+			jobResult{Status: "rejected", Reason: "queue_full", RetryAfter: 2, Err: "queue printer is full (10/10)"}},
+		{"headers only", map[string]string{"Shaper-Status": "rejected", "Shaper-Reason": "bad_request"}, ``,
+			jobResult{Status: "rejected", Reason: "bad_request"}},
+		{"duplicate", nil, `{"status":"accepted","job_id":"j1","duplicate":true}`,
+			jobResult{Status: "accepted", JobID: "j1", Duplicate: true}},
+		{"garbage", nil, `hello`, jobResult{Err: "bad_reply"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var r jobResult
+			h := map[string][]string{}
+			for k, v := range tt.header {
+				h[k] = []string{v}
+			}
+			parseReply(&r, h, []byte(tt.body))
+			if (r.ETA == nil) != (tt.want.ETA == nil) || (r.ETA != nil && *r.ETA != *tt.want.ETA) {
+				t.Errorf("ETA = %v, want %v", r.ETA, tt.want.ETA)
+			}
+			r.ETA, tt.want.ETA = nil, nil
+			if r != tt.want {
+				t.Errorf("got %+v\nwant %+v", r, tt.want)
+			}
+		})
+	}
+}
+
+func TestFormatRetryAfterAndCounts(t *testing.T) {
+	if got := formatRetryAfter(map[int]int{10: 1, 2: 4}); got != "2s×4 10s×1" {
+		t.Errorf("formatRetryAfter = %q", got)
+	}
+	if got := formatRetryAfter(nil); got != "none" {
+		t.Errorf("formatRetryAfter(nil) = %q", got)
+	}
+	if got := formatCounts(map[string]int{"b": 1, "a": 1, "c": 5}, "="); got != "c=5 a=1 b=1" {
+		t.Errorf("formatCounts = %q", got)
+	}
+	if got := roundRate(3271.069); got != 3271 {
+		t.Errorf("roundRate = %v", got)
+	}
+}
