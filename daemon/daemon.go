@@ -230,6 +230,7 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) 
 		nc:       nc,
 		log:      d.log,
 		newJobID: nuid.Next,
+		replies:  newReplyBuf(),
 	}
 	subject := cfg.Ingress.SubjectPrefix + ".>"
 	sub, err := nc.QueueSubscribe(subject, cfg.Ingress.QueueGroup, in.handle)

@@ -25,6 +25,7 @@ type intake struct {
 	nc       *nats.Conn
 	log      *slog.Logger
 	newJobID func() string
+	replies  *replyBuf
 }
 
 func (in *intake) handle(msg *nats.Msg) {
@@ -38,7 +39,7 @@ func (in *intake) handle(msg *nats.Msg) {
 	if msgID != "" {
 		if jobID, ok := in.dedupe.lookup(now, msgID); ok {
 			in.metrics.duplicates.Inc()
-			in.respond(msg, acceptedReply(msg.Reply, shaper.Receipt{
+			in.respond(msg, in.replies.accepted(msg.Reply, shaper.Receipt{
 				Accepted: true, JobID: jobID, Downstream: job.Downstream,
 			}, true))
 			return
@@ -53,7 +54,7 @@ func (in *intake) handle(msg *nats.Msg) {
 	if msgID != "" {
 		in.dedupe.remember(now, msgID, rc.JobID)
 	}
-	in.respond(msg, acceptedReply(msg.Reply, rc, false))
+	in.respond(msg, in.replies.accepted(msg.Reply, rc, false))
 }
 
 // reject answers an intake refusal found before the job reached the shaper;

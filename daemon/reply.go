@@ -11,17 +11,13 @@ import (
 	"github.com/shaperd/shaper/shaper"
 )
 
-// replyBody is the JSON body of a reply (SPEC.md, "Subjects and the job protocol").
-type replyBody struct {
-	Status            string   `json:"status"`
-	Downstream        string   `json:"downstream,omitempty"`
-	JobID             string   `json:"job_id,omitempty"`
-	Duplicate         bool     `json:"duplicate,omitempty"`
-	Position          int      `json:"position,omitempty"`
-	ETASeconds        *float64 `json:"eta_seconds,omitempty"`
-	Reason            string   `json:"reason,omitempty"`
-	RetryAfterSeconds int64    `json:"retry_after_seconds,omitempty"`
-	Error             string   `json:"error,omitempty"`
+// rejectedBody is the JSON body of a rejection (SPEC.md, "Subjects and the
+// job protocol"). Accepted replies are built by replyBuf.
+type rejectedBody struct {
+	Status            string `json:"status"`
+	Reason            string `json:"reason"`
+	RetryAfterSeconds int64  `json:"retry_after_seconds,omitempty"`
+	Error             string `json:"error,omitempty"`
 }
 
 // retryAfterSeconds rounds a wait up to whole seconds for Retry-After, so a
@@ -43,28 +39,46 @@ func retryHelps(r shaper.Reason) bool {
 	return false
 }
 
-// acceptedReply builds the reply for an accepted (or duplicate) job.
-func acceptedReply(subject string, rc shaper.Receipt, duplicate bool) *nats.Msg {
-	body := replyBody{
-		Status:     "accepted",
-		Downstream: rc.Downstream,
-		JobID:      rc.JobID,
-		Duplicate:  duplicate,
+// replyBuf builds accepted replies into one reused message. Accepted
+// replies are the hot path; their fields (a config-bounded downstream name,
+// a nuid job id, numbers) need no JSON escaping, so the body is appended by
+// hand. Not safe for concurrent use: intake's handler is serial, and
+// PublishMsg copies the message before returning.
+type replyBuf struct {
+	msg nats.Msg
+}
+
+func newReplyBuf() *replyBuf {
+	return &replyBuf{msg: nats.Msg{Header: nats.Header{}, Data: make([]byte, 0, 256)}}
+}
+
+// accepted fills the reused message with the reply for an accepted (or
+// duplicate) job and returns it; it is valid until the next call.
+func (r *replyBuf) accepted(subject string, rc shaper.Receipt, duplicate bool) *nats.Msg {
+	m := &r.msg
+	m.Subject = subject
+	clear(m.Header)
+	m.Header[hdrStatus] = []string{"accepted"}
+	b := append(m.Data[:0], `{"status":"accepted","downstream":"`...)
+	b = append(b, rc.Downstream...)
+	b = append(b, `","job_id":"`...)
+	b = append(b, rc.JobID...)
+	b = append(b, '"')
+	if duplicate {
+		b = append(b, `,"duplicate":true`...)
+	} else {
+		b = append(b, `,"position":`...)
+		b = strconv.AppendInt(b, int64(rc.Position), 10)
+		b = append(b, `,"eta_seconds":`...)
+		b = strconv.AppendFloat(b, math.Round(rc.ETA.Seconds()*1000)/1000, 'f', -1, 64)
 	}
-	if !duplicate {
-		eta := math.Round(rc.ETA.Seconds()*1000) / 1000
-		body.Position = rc.Position
-		body.ETASeconds = &eta
-	}
-	m := nats.NewMsg(subject)
-	m.Header.Set(hdrStatus, "accepted")
-	m.Data, _ = json.Marshal(body) // cannot fail: plain struct
+	m.Data = append(b, '}')
 	return m
 }
 
 // rejectedReply builds the reply for a rejection.
 func rejectedReply(subject string, reason shaper.Reason, retryAfter time.Duration, err error) *nats.Msg {
-	body := replyBody{Status: "rejected", Reason: string(reason)}
+	body := rejectedBody{Status: "rejected", Reason: string(reason)}
 	if err != nil {
 		body.Error = err.Error()
 	}
