@@ -1,0 +1,399 @@
+package deploy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/test"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/parser"
+	"go.uber.org/goleak"
+
+	"github.com/shaperd/shaper/daemon"
+)
+
+const (
+	alertsPath    = "prometheus/alerts.yml"
+	dashboardPath = "grafana/shaper-dashboard.json"
+)
+
+// selector is one vector selector of a PromQL expression.
+type selector struct {
+	name     string
+	matchers []*labels.Matcher // without the __name__ one
+}
+
+// selectors parses expr with Prometheus's own parser and returns its vector
+// selectors (those inside range vectors too).
+func selectors(expr string) ([]selector, error) {
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return nil, err
+	}
+	var out []selector
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		s := selector{name: vs.Name}
+		for _, m := range vs.LabelMatchers {
+			if m.Name == model.MetricNameLabel {
+				if s.name == "" && m.Type == labels.MatchEqual {
+					s.name = m.Value
+				}
+				continue
+			}
+			s.matchers = append(s.matchers, m)
+		}
+		out = append(out, s)
+		return nil
+	})
+	for _, s := range out {
+		if s.name == "" {
+			return nil, fmt.Errorf("%q: a selector without a metric name", expr)
+		}
+	}
+	return out, nil
+}
+
+// alertSelectors parses the rule file with Prometheus's rule parser (what
+// Prometheus and promtool run) and returns each alert's selectors.
+func alertSelectors(t *testing.T) map[string][]selector {
+	t.Helper()
+	groups, errs := rulefmt.ParseFile(alertsPath, false, model.LegacyValidation,
+		parser.NewParser(parser.Options{}), slog.New(slog.DiscardHandler))
+	for _, err := range errs {
+		t.Errorf("rulefmt: %v", err)
+	}
+	if len(errs) > 0 {
+		t.FailNow()
+	}
+	out := map[string][]selector{}
+	for _, g := range groups.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "" {
+				t.Errorf("%s: group %s has a recording rule %q; this file is for alerts", alertsPath, g.Name, r.Record)
+				continue
+			}
+			for _, a := range []string{"summary", "description", "runbook"} {
+				if strings.TrimSpace(r.Annotations[a]) == "" {
+					t.Errorf("%s: alert %s: annotation %q is missing", alertsPath, r.Alert, a)
+				}
+			}
+			if !slices.Contains([]string{"critical", "warning", "info"}, r.Labels["severity"]) {
+				t.Errorf("%s: alert %s: severity %q, want critical, warning or info", alertsPath, r.Alert, r.Labels["severity"])
+			}
+			if _, dup := out[r.Alert]; dup {
+				t.Errorf("%s: alert %s is defined twice", alertsPath, r.Alert)
+			}
+			sels, err := selectors(r.Expr)
+			if err != nil {
+				t.Errorf("%s: alert %s: %v", alertsPath, r.Alert, err)
+			}
+			out[r.Alert] = sels
+		}
+	}
+	return out
+}
+
+// dashboard is the part of a Grafana dashboard the tests read.
+type dashboard struct {
+	Title         string  `json:"title"`
+	UID           string  `json:"uid"`
+	SchemaVersion int     `json:"schemaVersion"`
+	Panels        []panel `json:"panels"`
+	Templating    struct {
+		List []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+}
+
+type panel struct {
+	ID      int    `json:"id"`
+	Type    string `json:"type"`
+	Title   string `json:"title"`
+	GridPos *struct {
+		H, W, X, Y int
+	} `json:"gridPos"`
+	Targets []struct {
+		RefID string `json:"refId"`
+		Expr  string `json:"expr"`
+	} `json:"targets"`
+	Panels []panel `json:"panels"` // a collapsed row's
+}
+
+// grafanaVars stands in for the dashboard's variables so that an expr is
+// plain PromQL.
+var grafanaVars = strings.NewReplacer(
+	"$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h",
+	"${downstream}", ".*", "$downstream", ".*",
+)
+
+var labelValuesRE = regexp.MustCompile(`^label_values\((\w+),\s*(\w+)\)$`)
+
+// dashboardSelectors reads the dashboard and returns the selectors of every
+// panel target ("panel title/refId" → selectors) and of template variables.
+func dashboardSelectors(t *testing.T) map[string][]selector {
+	t.Helper()
+	b, err := os.ReadFile(dashboardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: not valid JSON: %v", dashboardPath, err)
+	}
+	if d.Title == "" || d.UID == "" || d.SchemaVersion < 36 || d.SchemaVersion > 41 {
+		t.Errorf("%s: want a title, a uid and schemaVersion ~39, got %q %q %d", dashboardPath, d.Title, d.UID, d.SchemaVersion)
+	}
+	out := map[string][]selector{}
+	var vars []string
+	for _, v := range d.Templating.List {
+		vars = append(vars, v.Name)
+		if v.Type != "query" {
+			continue
+		}
+		m := labelValuesRE.FindStringSubmatch(v.Definition)
+		if m == nil {
+			t.Errorf("%s: variable %s: query %q, want label_values(metric, label)", dashboardPath, v.Name, v.Definition)
+			continue
+		}
+		// The label must exist on the metric: require a series with it set.
+		out["variable "+v.Name] = []selector{{name: m[1], matchers: []*labels.Matcher{
+			labels.MustNewMatcher(labels.MatchNotEqual, m[2], "")}}}
+	}
+	if !slices.Contains(vars, "downstream") || !slices.Contains(vars, "datasource") {
+		t.Errorf("%s: want template variables datasource and downstream, got %v", dashboardPath, vars)
+	}
+
+	ids := map[int]string{}
+	var walk func([]panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			if prev, dup := ids[p.ID]; dup || p.ID == 0 {
+				t.Errorf("%s: panel %q: id %d is zero or already used by %q", dashboardPath, p.Title, p.ID, prev)
+			}
+			ids[p.ID] = p.Title
+			if p.GridPos == nil || p.GridPos.W == 0 || p.GridPos.H == 0 {
+				t.Errorf("%s: panel %q has no gridPos", dashboardPath, p.Title)
+			}
+			walk(p.Panels)
+			if p.Type == "row" {
+				continue
+			}
+			if len(p.Targets) == 0 {
+				t.Errorf("%s: panel %q has no targets", dashboardPath, p.Title)
+			}
+			for _, tg := range p.Targets {
+				expr := grafanaVars.Replace(tg.Expr)
+				if strings.Contains(expr, "$") {
+					t.Errorf("%s: panel %q/%s: unknown variable in %q", dashboardPath, p.Title, tg.RefID, tg.Expr)
+					continue
+				}
+				sels, err := selectors(expr)
+				if err != nil {
+					t.Errorf("%s: panel %q/%s: %v", dashboardPath, p.Title, tg.RefID, err)
+				}
+				out[p.Title+"/"+tg.RefID] = sels
+			}
+		}
+	}
+	walk(d.Panels)
+	return out
+}
+
+// referenced returns the metric names the selectors use.
+func referenced(m map[string][]selector) map[string]bool {
+	names := map[string]bool{}
+	for _, sels := range m {
+		for _, s := range sels {
+			names[s.name] = true
+		}
+	}
+	return names
+}
+
+// TestAlertRules parses the rules without a daemon; which metrics they may
+// use is TestMonitoringMatchesDaemon's job.
+func TestAlertRules(t *testing.T) {
+	names := referenced(alertSelectors(t))
+	// The situations an operator must hear about (see the README).
+	for _, m := range []string{
+		"shaper_queue_depth", "shaper_queue_capacity", // queue near full
+		"shaper_jobs_rejected_total", "shaper_jobs_dropped_total", // sustained rejections, drops
+		"shaper_jobs_delivered_total",                               // dead letters, failing downstream
+		"shaper_downstream_paused",                                  // paused too long
+		"shaper_config_reload_failures_total",                       // reload refused
+		"shaper_nats_connected",                                     // NATS down
+		"shaper_jobs_started_total", "shaper_drain_rate_per_second", // drain far below configured
+	} {
+		if !names[m] {
+			t.Errorf("%s: no alert uses %s", alertsPath, m)
+		}
+	}
+}
+
+// TestDashboard checks the dashboard without a daemon.
+func TestDashboard(t *testing.T) {
+	names := referenced(dashboardSelectors(t))
+	for _, m := range []string{
+		"shaper_queue_depth", "shaper_queue_capacity", "shaper_drain_rate_per_second",
+		"shaper_jobs_started_total", "shaper_jobs_accepted_total", "shaper_jobs_rejected_total",
+		"shaper_jobs_dropped_total", "shaper_jobs_delivered_total", "shaper_inflight",
+		"shaper_queue_wait_seconds_bucket", "shaper_delivery_duration_seconds_bucket",
+		"shaper_downstream_paused", "shaper_nats_connected", "shaper_config_reload_failures_total",
+	} {
+		if !names[m] {
+			t.Errorf("%s: no panel shows %s", dashboardPath, m)
+		}
+	}
+}
+
+// synthesized are series Prometheus makes itself for every scrape target.
+var synthesized = map[string]bool{"up": true}
+
+// series maps every name a query may use to the label sets the daemon
+// exports under it: a histogram's family also answers to _bucket (with le),
+// _sum and _count.
+func series(mfs []*dto.MetricFamily) map[string][]labels.Labels {
+	out := map[string][]labels.Labels{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			b := labels.NewScratchBuilder(len(m.GetLabel()))
+			for _, lp := range m.GetLabel() {
+				b.Add(lp.GetName(), lp.GetValue())
+			}
+			b.Sort()
+			ls := b.Labels()
+			name := mf.GetName()
+			out[name] = append(out[name], ls)
+			if mf.GetType() == dto.MetricType_HISTOGRAM {
+				out[name+"_sum"] = append(out[name+"_sum"], ls)
+				out[name+"_count"] = append(out[name+"_count"], ls)
+				for _, bk := range m.GetHistogram().GetBucket() {
+					le := labels.NewBuilder(ls).Set("le", model.FloatString(bk.GetUpperBound()).String()).Labels()
+					out[name+"_bucket"] = append(out[name+"_bucket"], le)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// checkExported reports every selector that names a metric the daemon does
+// not export, or whose label matchers match none of its pre-created series
+// (a misspelt label or value), or that uses a label the metric does not
+// have. instance and job are added by Prometheus.
+func checkExported(t *testing.T, file string, sels map[string][]selector, exported map[string][]labels.Labels) {
+	t.Helper()
+	for _, where := range keysOf(sels) {
+		for _, s := range sels[where] {
+			if synthesized[s.name] {
+				continue
+			}
+			set, ok := exported[s.name]
+			if !ok {
+				t.Errorf("%s: %s: metric %s is not exported by the daemon", file, where, s.name)
+				continue
+			}
+			var ms []*labels.Matcher
+			for _, m := range s.matchers {
+				if m.Name == "instance" || m.Name == "job" {
+					continue
+				}
+				ms = append(ms, m)
+				// A regex such as ".*" also matches a missing label.
+				if !slices.ContainsFunc(set, func(ls labels.Labels) bool { return ls.Has(m.Name) }) {
+					t.Errorf("%s: %s: %s has no label %q", file, where, s.name, m.Name)
+				}
+			}
+			if !slices.ContainsFunc(set, func(ls labels.Labels) bool {
+				for _, m := range ms {
+					if !m.Matches(ls.Get(m.Name)) {
+						return false
+					}
+				}
+				return true
+			}) {
+				t.Errorf("%s: %s: %s%v matches none of the daemon's series of that name (labels or values misspelt?)", file, where, s.name, ms)
+			}
+		}
+	}
+}
+
+// TestMonitoringMatchesDaemon runs the real daemon on deploy/example.yaml
+// against an in-process NATS server and checks that every metric the alert
+// rules and the dashboard query is one it exports, and that the container
+// HEALTHCHECK's probe passes against it.
+func TestMonitoringMatchesDaemon(t *testing.T) {
+	alerts := alertSelectors(t)
+	panels := dashboardSelectors(t)
+	probe := shaperctl(t) // built before the goroutine check starts
+	defer goleak.VerifyNone(t)
+
+	opts := natsserver.DefaultTestOptions
+	opts.Port = -1
+	opts.JetStream = true
+	opts.StoreDir = t.TempDir()
+	srv := natsserver.RunServer(&opts)
+	defer srv.WaitForShutdown()
+	defer srv.Shutdown()
+
+	cfg := loadConfig(t, "example.yaml")
+	cfg.NATS.URL = srv.ClientURL()
+	cfg.Admin.Listen = "127.0.0.1:0"
+	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("daemon.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("daemon.Run: %v", err)
+			}
+		case <-time.After(2 * minStopTimeout(cfg.ShutdownGrace)):
+			t.Error("daemon.Run did not return after cancel")
+		}
+	}()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		t.Fatalf("daemon stopped before it was ready: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("daemon not ready within 20s")
+	}
+
+	mfs, err := d.Registry().Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	exported := series(mfs)
+	checkExported(t, alertsPath, alerts, exported)
+	checkExported(t, dashboardPath, panels, exported)
+
+	out, err := exec.Command(probe, "status", "-admin", "http://"+d.AdminAddr()).CombinedOutput()
+	if err != nil {
+		t.Errorf("HEALTHCHECK probe (shaperctl status) against a running daemon: %v\n%s", err, out)
+	}
+}
