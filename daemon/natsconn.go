@@ -60,17 +60,22 @@ func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) 
 	return srv, nil
 }
 
-// connectOptions are the client options, chosen deliberately: a daemon never
-// gives up reconnecting, notices a dead server within a few pings, and buffers
-// a bounded amount while reconnecting.
+// connectOptions are the client options, chosen deliberately:
+//   - it never gives up reconnecting (MaxReconnects -1), retrying every
+//     250 ms plus jitter, and it starts even if NATS is not there yet;
+//   - a connection that silently stops carrying data (a black-holed
+//     route, a frozen server) is declared dead after 2 unanswered pings
+//     2 s apart, so it is detected within about 4–6 s;
+//   - while reconnecting, up to 8 MiB of publishes (replies, deliveries,
+//     dead letters) are buffered; past that a publish fails and is counted.
 func connectOptions(cfg config.NATS, m *daemonMetrics, log *slog.Logger) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("shaperd"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
-		nats.PingInterval(5 * time.Second),
-		nats.MaxPingsOutstanding(3),
+		nats.PingInterval(2 * time.Second),
+		nats.MaxPingsOutstanding(2),
 		nats.ReconnectBufSize(8 << 20),
 		nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

@@ -302,3 +302,13 @@ admin: { listen: "127.0.0.1:0" }
 shutdown_grace: 2s
 downstreams:` + strings.Join(lanes, "")
 }
+
+// httpGet returns the status code of a GET.
+func httpGet(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
