@@ -62,7 +62,9 @@ func TestFlakyDownstreamLosesNothing(t *testing.T) {
 			t.Fatalf("reply %+v", r)
 		}
 	}
-	waitFor(t, 30*time.Second, func() bool { return in.metric(t, `shaper_jobs_delivered_total{downstream="flaky",outcome="success"}`) == jobs }, "every job delivered")
+	waitFor(t, 30*time.Second, func() bool {
+		return in.metric(t, `shaper_jobs_delivered_total{downstream="flaky",outcome="success"}`) == jobs
+	}, "every job delivered")
 	hits := ds.snapshot()
 	ok, failed := map[string]int{}, 0
 	for _, h := range hits {
