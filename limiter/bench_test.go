@@ -1,0 +1,223 @@
+package limiter
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/throttled/throttled/v2"
+	"golang.org/x/time/rate"
+)
+
+// Benchmarks: one decision per op, for every algorithm and the two things a
+// Go user would otherwise use, side by side in one run:
+//
+//	go test ./limiter -run '^$' -bench BenchmarkDecide -benchmem -count 3
+//
+// All share the same limit (10/s with a burst of 20, or 20 per 2 s), the same
+// key sequence (xorshift over the key set) and the same instants (benchStep
+// apart per goroutine); time is passed in, never read, except that throttled reads
+// its store's clock, which here returns a constant for free.
+
+const (
+	benchRate   = 10
+	benchBurst  = 20
+	benchWindow = 2 * time.Second
+	// benchStep is the virtual time between a goroutine's decisions: one key
+	// sees 10 000 requests a second and is mostly rejected; each of 10 000 or
+	// 1 000 000 keys sees at most 1 a second and is admitted, as most
+	// requests to a limiter are.
+	benchStep = 100 * time.Microsecond
+)
+
+type benchSubject interface {
+	allow(key string, now time.Time) bool
+}
+
+type keyedSubject struct{ k *Keyed }
+
+func (s keyedSubject) allow(key string, now time.Time) bool {
+	d, _ := s.k.AllowAt(key, now, 1)
+	return d.Allowed
+}
+
+// rateMap is the usual Go idiom: a map of *rate.Limiter behind an RWMutex.
+type rateMap struct {
+	mu sync.RWMutex
+	m  map[string]*rate.Limiter
+}
+
+func (s *rateMap) allow(key string, now time.Time) bool {
+	s.mu.RLock()
+	l := s.m[key]
+	s.mu.RUnlock()
+	if l == nil {
+		s.mu.Lock()
+		if l = s.m[key]; l == nil {
+			l = rate.NewLimiter(benchRate, benchBurst)
+			s.m[strings.Clone(key)] = l
+		}
+		s.mu.Unlock()
+	}
+	return l.AllowN(now, 1)
+}
+
+// memStore is throttled's store/memstore.New(0) (its unbounded mode: a
+// map[string]*int64 behind an RWMutex, CAS with atomics), reproduced because
+// importing memstore needs github.com/hashicorp/golang-lru, which is not in
+// this module's go.sum. Its clock returns a fixed instant.
+type memStore struct {
+	mu  sync.RWMutex
+	m   map[string]*int64
+	now time.Time
+}
+
+func (ms *memStore) GetWithTime(key string) (int64, time.Time, error) {
+	ms.mu.RLock()
+	v, ok := ms.m[key]
+	ms.mu.RUnlock()
+	if !ok {
+		return -1, ms.now, nil
+	}
+	return atomic.LoadInt64(v), ms.now, nil
+}
+
+func (ms *memStore) SetIfNotExistsWithTTL(key string, value int64, _ time.Duration) (bool, error) {
+	ms.mu.Lock()
+	defer ms.mu.Unlock()
+	if _, ok := ms.m[key]; ok {
+		return false, nil
+	}
+	v := value
+	ms.m[strings.Clone(key)] = &v
+	return true, nil
+}
+
+func (ms *memStore) CompareAndSwapWithTTL(key string, old, new int64, _ time.Duration) (bool, error) {
+	ms.mu.RLock()
+	v, ok := ms.m[key]
+	ms.mu.RUnlock()
+	if !ok {
+		return false, nil
+	}
+	return atomic.CompareAndSwapInt64(v, old, new), nil
+}
+
+type throttledSubject struct{ l *throttled.GCRARateLimiterCtx }
+
+func (s throttledSubject) allow(key string, _ time.Time) bool {
+	limited, _, _ := s.l.RateLimit(key, 1)
+	return !limited
+}
+
+type benchImpl struct {
+	name string
+	make func(tb testing.TB) benchSubject
+}
+
+func benchImpls() []benchImpl {
+	var impls []benchImpl
+	for _, mode := range Modes {
+		impls = append(impls, benchImpl{string(mode), func(tb testing.TB) benchSubject {
+			k, err := NewKeyed(Config{Mode: mode, Rate: benchRate, Burst: benchBurst, Limit: benchBurst, Window: benchWindow, MaxKeys: 2 << 20})
+			must(tb, err)
+			return keyedSubject{k}
+		}})
+	}
+	impls = append(impls,
+		benchImpl{"x_time_rate_map", func(tb testing.TB) benchSubject {
+			return &rateMap{m: map[string]*rate.Limiter{}}
+		}},
+		benchImpl{"throttled_gcra", func(tb testing.TB) benchSubject {
+			st := &memStore{m: map[string]*int64{}, now: t0}
+			l, err := throttled.NewGCRARateLimiter(st, throttled.RateQuota{MaxRate: throttled.PerSec(benchRate), MaxBurst: benchBurst - 1})
+			must(tb, err)
+			return throttledSubject{l}
+		}},
+	)
+	return impls
+}
+
+// keyGen writes "tenant-<i>" into a reused buffer: the key arrives hot in
+// cache, as a key just parsed from a request header would, and building it
+// costs every subject the same. The string aliases the buffer, so subjects
+// that keep keys clone them on insert (before timing starts).
+type keyGen struct {
+	buf [32]byte
+}
+
+func (g *keyGen) key(i int) string {
+	b := strconv.AppendInt(append(g.buf[:0], "tenant-"...), int64(i), 10)
+	return unsafe.String(&b[0], len(b))
+}
+
+// pick maps a random 64-bit value onto 0..n-1 without a division.
+func pick(x *xorshift, n int) int { return int((x.next() >> 32) * uint64(n) >> 32) }
+
+// harness is a subject that decides nothing: its ns/op is the loop's own
+// cost (key, instant, random index), included in every other figure.
+type harness struct{}
+
+func (harness) allow(key string, _ time.Time) bool { return len(key) > 0 }
+
+func BenchmarkDecide(b *testing.B) {
+	impls := append([]benchImpl{{"harness", func(testing.TB) benchSubject { return harness{} }}}, benchImpls()...)
+	for _, nkeys := range []int{1, 10_000, 1_000_000} {
+		for _, impl := range impls {
+			b.Run("keys="+strconv.Itoa(nkeys)+"/"+impl.name, func(b *testing.B) {
+				s := impl.make(b)
+				var g keyGen
+				for i := range nkeys { // every key live before timing
+					s.allow(g.key(i), t0.Add(time.Duration(i)))
+				}
+				// One virtual clock per subject, carried across runs (b.N
+				// ramps and -count reruns share the state): time never goes
+				// backwards for a key.
+				var seq atomic.Uint64
+				var vt atomic.Int64
+				vt.Store(t0.Add(time.Second).UnixNano())
+				b.Run("serial", func(b *testing.B) {
+					b.ReportAllocs()
+					x := xorshift(seq.Add(1) * 0x9E3779B97F4A7C15)
+					now := time.Unix(0, vt.Load()).UTC()
+					var g keyGen
+					for b.Loop() {
+						now = now.Add(benchStep)
+						s.allow(g.key(pick(&x, nkeys)), now)
+					}
+					vt.Store(now.UnixNano())
+				})
+				b.Run("parallel", func(b *testing.B) {
+					b.ReportAllocs()
+					start := vt.Load()
+					b.RunParallel(func(pb *testing.PB) {
+						x := xorshift(seq.Add(1) * 0x9E3779B97F4A7C15)
+						now := time.Unix(0, start).UTC()
+						var g keyGen
+						for pb.Next() {
+							now = now.Add(benchStep)
+							s.allow(g.key(pick(&x, nkeys)), now)
+						}
+						for v := vt.Load(); v < now.UnixNano() && !vt.CompareAndSwap(v, now.UnixNano()); v = vt.Load() {
+						}
+					})
+				})
+			})
+		}
+	}
+}
+
+// BenchmarkTimeNow is the cost the API spares each limiter call: read the
+// clock once per request and pass it on.
+func BenchmarkTimeNow(b *testing.B) {
+	b.ReportAllocs()
+	var t time.Time
+	for b.Loop() {
+		t = time.Now()
+	}
+	_ = t
+}

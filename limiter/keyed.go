@@ -1,0 +1,210 @@
+package limiter
+
+import (
+	"hash/maphash"
+	"time"
+	"unsafe"
+)
+
+// Keyed is a set of limiters of one Config, one per key (tenant, API key,
+// client address), for any Mode. It is safe for concurrent use: keys are
+// spread over up to 64 independently locked shards by a seeded hash. Create
+// one with NewKeyed; the zero Keyed is not usable.
+//
+// A key is never stored: each key is reduced to a 64-bit hash (hash/maphash,
+// with a seed private to this Keyed) and only that hash and the algorithm's
+// state are kept, inline in an open-addressing table — no key strings, no
+// per-key allocation (except SlidingLog's log growing), no allocation per
+// decision for a known key. Two keys whose hashes collide would share one
+// limit; among a million live keys that happens with probability about 3e-8.
+//
+// Memory follows active keys: a key whose state is indistinguishable from a
+// new key's (full bucket, empty windows) is forgotten by Sweep, and also,
+// shard by shard, whenever a shard would otherwise grow its table; so even
+// without Sweep the table grows only for keys that are live at once. (Len
+// counts stored keys, which may include fresh ones not yet swept.)
+//
+// Config.MaxKeys caps the stored keys. A new key that finds its shard full
+// first makes the shard forget its fresh keys (at most once per cap/8 such
+// inserts); if none is fresh, it replaces an existing key: of 16 sampled
+// keys, the one whose state would become fresh soonest ("evict the
+// stalest"). We evict rather than refuse because refusing would let a flood
+// of distinct keys lock every new tenant out, while evicting costs only
+// precision: the evicted key is forgiven the debt it still had (at most one
+// extra burst or window's worth), and the stalest has the least debt. Cap
+// hits and evictions of live state are counted in Stats. The cap is split
+// evenly over the shards, so eviction may begin a few percent before Len
+// reaches MaxKeys when keys hash unevenly; Len never exceeds MaxKeys.
+//
+// The package starts no goroutines: call Sweep periodically (for example
+// every Window, or every Burst/Rate) to return idle keys' memory promptly.
+type Keyed struct {
+	cfg   Config
+	seed  maphash.Seed
+	clock clock
+	max   int // largest admissible cost
+	what  string
+	impl  keyedImpl
+}
+
+// Stats are a Keyed limiter's counters since it was created.
+type Stats struct {
+	Keys      int    // live keys now, as Len
+	CapHits   uint64 // new keys that found their shard at its cap and replaced a key
+	Evictions uint64 // of CapHits, replaced keys whose state was still live (not fresh)
+	Forgotten uint64 // keys dropped because their state had become fresh (Sweep, per-decision sweeping, or at the cap)
+}
+
+// keyedImpl is the per-state-type half of Keyed.
+type keyedImpl interface {
+	decide(h uint64, now int64, cost int) Decision
+	sweep(now int64) int
+	stats() Stats
+	slotBytes() int
+}
+
+type keyedTable[S any, R rule[S]] struct {
+	rule   R
+	shift  uint // 64 - log2(len(shards)); a shift of 64 yields shard 0
+	shards []shard[S, R]
+}
+
+// NewKeyed validates cfg and returns an empty keyed limiter. Errors name the
+// bad field and its valid range and wrap ErrInvalidConfig.
+func NewKeyed(cfg Config) (*Keyed, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxKeys == 0 {
+		cfg.MaxKeys = DefaultMaxKeys
+	}
+	k := &Keyed{cfg: cfg, seed: maphash.MakeSeed()}
+	switch cfg.Mode {
+	case TokenBucketMode:
+		r, _ := NewTokenBucket(cfg.Rate, cfg.Burst)
+		k.impl, k.max, k.what = newKeyedTable[TokenBucketState](r, cfg.MaxKeys), r.capacity(), r.capacityName()
+	case GCRAMode:
+		r, _ := NewGCRA(cfg.Rate, cfg.Burst)
+		k.impl, k.max, k.what = newKeyedTable[GCRAState](r, cfg.MaxKeys), r.capacity(), r.capacityName()
+	case FixedWindowMode:
+		r, _ := NewFixedWindow(cfg.Limit, cfg.Window)
+		k.impl, k.max, k.what = newKeyedTable[FixedWindowState](r, cfg.MaxKeys), r.capacity(), r.capacityName()
+	case SlidingCounterMode:
+		r, _ := NewSlidingCounter(cfg.Limit, cfg.Window)
+		k.impl, k.max, k.what = newKeyedTable[SlidingCounterState](r, cfg.MaxKeys), r.capacity(), r.capacityName()
+	case SlidingLogMode:
+		r, _ := NewSlidingLog(cfg.Limit, cfg.Window)
+		k.impl, k.max, k.what = newKeyedTable[SlidingLogState](r, cfg.MaxKeys), r.capacity(), r.capacityName()
+	}
+	return k, nil
+}
+
+// shardsFor picks a power-of-two shard count: 64, or fewer so that each shard
+// holds at least 1024 keys (one shard below 2048, making small caps exact).
+func shardsFor(maxKeys int) int {
+	n := 1
+	for n < 64 && maxKeys/(n*2) >= 1024 {
+		n *= 2
+	}
+	return n
+}
+
+func newKeyedTable[S any, R rule[S]](r R, maxKeys int) *keyedTable[S, R] {
+	n := shardsFor(maxKeys)
+	t := &keyedTable[S, R]{rule: r, shift: 64, shards: make([]shard[S, R], n)}
+	for 1<<(64-t.shift) < n {
+		t.shift--
+	}
+	for i := range t.shards {
+		t.shards[i].cap = maxKeys / n
+		if i < maxKeys%n {
+			t.shards[i].cap++
+		}
+	}
+	return t
+}
+
+// Config returns the configuration, with MaxKeys defaulted.
+func (k *Keyed) Config() Config { return k.cfg }
+
+// AllowAt decides whether key may spend cost units at now and, if so,
+// spends them. Take now once per request (time.Now costs ~60 ns) and pass it
+// to every limiter the request meets. The error is non-nil only for cost < 1
+// (ErrInvalidCost) or a cost above the burst or limit, which can never be
+// admitted (ErrCostTooLarge, with the numbers); the Decision is then zero.
+func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
+	if cost < 1 || cost > k.max {
+		return Decision{}, checkCost(cost, k.max, k.what)
+	}
+	h := maphash.String(k.seed, key)
+	if h == 0 {
+		h = 1
+	}
+	return k.impl.decide(h, k.clock.ns(now), cost), nil
+}
+
+// Allow is AllowAt(key, time.Now(), 1).
+func (k *Keyed) Allow(key string) bool {
+	d, _ := k.AllowAt(key, time.Now(), 1)
+	return d.Allowed
+}
+
+// Sweep forgets every key whose state at now is indistinguishable from a new
+// key's and returns how many it forgot. It locks one shard at a time, for a
+// scan of that shard's table; decisions on other shards proceed.
+func (k *Keyed) Sweep(now time.Time) int { return k.impl.sweep(k.clock.ns(now)) }
+
+// Len returns the number of keys with stored state.
+func (k *Keyed) Len() int { return k.impl.stats().Keys }
+
+// Stats returns the counters; see Stats.
+func (k *Keyed) Stats() Stats { return k.impl.stats() }
+
+// StateBytesPerKey returns the fixed bytes one live key occupies in the
+// table: its slot, an 8-byte key hash plus the algorithm's state (16 bytes
+// for GCRA, 24 for token bucket and both window counters, 40 for the
+// sliding log's ring header), plus for the sliding log a full ring of Limit
+// 8-byte timestamps. It does not count table slack: at 53–80 % load a slot
+// costs 1.25–1.9× its size, which the heap figures in BENCHMARKS.md include.
+func (k *Keyed) StateBytesPerKey() int {
+	b := k.impl.slotBytes()
+	if k.cfg.Mode == SlidingLogMode {
+		b += 8 * k.cfg.Limit
+	}
+	return b
+}
+
+func (t *keyedTable[S, R]) decide(h uint64, now int64, cost int) Decision {
+	sh := &t.shards[h>>t.shift]
+	sh.mu.Lock()
+	d := sh.decide(t.rule, h, now, cost)
+	sh.mu.Unlock()
+	return d
+}
+
+func (t *keyedTable[S, R]) sweep(now int64) int {
+	n := 0
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		n += sh.sweep(t.rule, now, true)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func (t *keyedTable[S, R]) stats() Stats {
+	var st Stats
+	for i := range t.shards {
+		sh := &t.shards[i]
+		sh.mu.Lock()
+		st.Keys += sh.n
+		st.CapHits += sh.capHits
+		st.Evictions += sh.evictions
+		st.Forgotten += sh.forgotten
+		sh.mu.Unlock()
+	}
+	return st
+}
+
+func (t *keyedTable[S, R]) slotBytes() int { return int(unsafe.Sizeof(slot[S]{})) }

@@ -1,0 +1,92 @@
+package limiter
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Differential tests: the token bucket decides exactly as x/time/rate's
+// Limiter.AllowN at the same instants.
+
+func TestTokenBucketMatchesXTimeRate(t *testing.T) {
+	for seed := uint64(1); seed <= 24; seed++ {
+		x := xorshift(seed * 0xD1B54A32D192ED03)
+		r := []float64{2, 0.37, 2.7, 13, 1000, 0.5, 1e-3 * float64(1+x.intn(1000)), float64(1 + x.intn(500))}[seed%8]
+		burst := 1 + x.intn(40)
+		ours, err := NewLimiter(Config{Mode: TokenBucketMode, Rate: r, Burst: burst})
+		must(t, err)
+		theirs := rate.NewLimiter(rate.Limit(r), burst)
+		mean := int64(3e9/r/float64(1+x.intn(8))) + 1
+		now := t0
+		for i := range 20000 {
+			gap := time.Duration(x.next() % uint64(mean))
+			if x.intn(50) == 0 {
+				gap = -gap / 4 // x/time/rate tolerates time going backwards; so must we
+			}
+			now = now.Add(gap)
+			cost := 1
+			if x.intn(4) == 0 {
+				cost = 1 + x.intn(burst)
+			}
+			d, err := ours.AllowAt(now, cost)
+			must(t, err)
+			if want := theirs.AllowN(now, cost); d.Allowed != want {
+				t.Fatalf("rate %g burst %d event %d cost %d: ours %+v, x/time/rate %v", r, burst, i, cost, d, want)
+			}
+		}
+	}
+}
+
+// TestKeyedMatchesMapOfXTimeRate: many keys, interleaved Sweeps. Forgetting a
+// fresh key must not change any decision.
+func TestKeyedMatchesMapOfXTimeRate(t *testing.T) {
+	const keys = 300
+	x := xorshift(42)
+	k, err := NewKeyed(Config{Mode: TokenBucketMode, Rate: 3.3, Burst: 7})
+	must(t, err)
+	m := map[string]*rate.Limiter{}
+	now := t0
+	swept := 0
+	for i := range 60000 {
+		now = now.Add(time.Duration(x.next() % uint64(2*time.Millisecond)))
+		key := "tenant-" + strconv.Itoa(x.intn(keys)/(1+x.intn(3))) // skewed
+		cost := 1 + x.intn(2)
+		lim := m[key]
+		if lim == nil {
+			lim = rate.NewLimiter(3.3, 7)
+			m[key] = lim
+		}
+		d, err := k.AllowAt(key, now, cost)
+		must(t, err)
+		if want := lim.AllowN(now, cost); d.Allowed != want {
+			t.Fatalf("event %d key %s cost %d: ours %+v, x/time/rate %v", i, key, cost, d, want)
+		}
+		if i%5000 == 0 {
+			swept += k.Sweep(now)
+		}
+	}
+	if swept == 0 || k.Stats().Forgotten == 0 {
+		t.Fatalf("no key was ever forgotten (swept %d, %+v): the test did not exercise forgetting", swept, k.Stats())
+	}
+}
+
+func FuzzTokenBucketMatchesXTimeRate(f *testing.F) {
+	f.Add(byte(2), byte(9), []byte{0, 0, 0, 0, 0, 0, 10, 1, 200, 3, 0, 0})
+	f.Add(byte(7), byte(0), []byte{1, 1, 255, 0, 0, 2, 7, 7})
+	f.Fuzz(func(t *testing.T, a, b byte, data []byte) {
+		cfg := traceConfig(TokenBucketMode, a, b)
+		ours, err := NewLimiter(cfg)
+		must(t, err)
+		theirs := rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst)
+		for i, ev := range traceFrom(data, 1e6+int64(a), cfg.Burst) {
+			now := time.Unix(0, ev.now)
+			d, _ := ours.AllowAt(now, ev.cost)
+			if want := theirs.AllowN(now, ev.cost); d.Allowed != want {
+				t.Fatalf("%+v event %d: ours %+v, x/time/rate %v", cfg, i, d, want)
+			}
+		}
+	})
+}
