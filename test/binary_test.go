@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,4 +268,71 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// A second SIGTERM while shutting down exits at once with code 1 and says
+// that queued jobs were not dead-lettered.
+func TestShaperdSecondSignalExitsAtOnce(t *testing.T) {
+	srv := runNATS(t)
+	release := make(chan struct{})
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer stuck.Close()
+	defer close(release)
+	admin := freeAddr(t)
+	path := writeFile(t, fmt.Sprintf(`
+nats: { url: %q }
+admin: { listen: %q }
+shutdown_grace: 60s
+downstreams:
+  printer:
+    rate: 10/s
+    queue: { capacity: 20, backend: memory }
+    sink: { http: { url: %q, timeout: 5m } }
+`, srv.ClientURL(), admin, stuck.URL))
+	cmd := exec.Command(shaperdBinary(t), "-config", path)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() { _ = cmd.Process.Kill() }()
+	waitReady(t, "http://"+admin, exited, &stderr)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i := range 3 {
+		if _, err := nc.Request("shaper.jobs.printer", []byte(fmt.Sprint(i)), 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the first delivery is now stuck in flight
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, 5*time.Second, func() bool { return strings.Contains(stderr.String(), "shutting down") }, "the first signal to start shutdown")
+	second := time.Now()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 1 {
+			t.Fatalf("exit %v after the second signal, want code 1", err)
+		}
+		if took := time.Since(second); took > 3*time.Second {
+			t.Errorf("took %s to exit after the second signal", took)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("second SIGTERM did not exit at once (grace is 60 s)")
+	}
+	if !strings.Contains(stderr.String(), "second signal") {
+		t.Errorf("no log line about the second signal:\n%s", stderr.String())
+	}
 }

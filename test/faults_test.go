@@ -81,6 +81,8 @@ func TestFlakyDownstreamLosesNothing(t *testing.T) {
 		t.Errorf("only %d of %d tries failed: not a flaky downstream", failed, len(hits))
 	}
 	checkPace(t, hits, 40)
+	t.Logf("%d jobs delivered over %d tries (%d failed), most starts in any 1 s: %d at 40/s",
+		jobs, len(hits), failed, maxInWindow(hits, time.Second))
 	select {
 	case m := <-dead:
 		t.Errorf("dead letter %s: %s", m.Header.Get("Shaper-Reason"), m.Header.Get("Shaper-Error"))
@@ -157,6 +159,7 @@ func TestHangingDownstream(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	t.Logf("hanging downstream: replies %v, most in flight %d (concurrency 2)", counts, most)
 	if most > 2 {
 		t.Errorf("%d requests in flight to a hanging downstream; concurrency is 2", most)
 	}
@@ -205,7 +208,12 @@ func TestPushbackPausesOnlyThatDownstream(t *testing.T) {
 	}
 	other := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(
-		lane("limited", "10/s", 10, "    queue: { capacity: 10, backend: memory, max_wait: 2m }\n", limited.URL),
+		fmt.Sprintf(`
+  limited:
+    rate: 10/s
+    queue: { capacity: 10, backend: memory, max_wait: 2m }
+    sink: { http: { url: %q } }
+`, limited.URL),
 		lane("other", "2/s", 100, "", other.URL)))
 	in.request(t, "shaper.jobs.limited", []byte("a"), nil)
 	in.request(t, "shaper.jobs.limited", []byte("b"), nil)
@@ -217,6 +225,7 @@ func TestPushbackPausesOnlyThatDownstream(t *testing.T) {
 	if pause < 29*time.Second || pause > 31*time.Second {
 		t.Errorf("limited downstream paused %s, want 30 ± 1 s", pause)
 	}
+	t.Logf("pushback pause %s", pause.Round(time.Millisecond))
 	if hits[1].body != "a" || hits[2].body != "b" {
 		t.Errorf("after the pause: %q then %q, want a then b", hits[1].body, hits[2].body)
 	}
@@ -229,6 +238,7 @@ func TestPushbackPausesOnlyThatDownstream(t *testing.T) {
 	if want := int(pause.Seconds() * 2); during < want-2 || during > want+2 {
 		t.Errorf("other downstream made %d starts during the 30 s pause, want ≈%d", during, want)
 	}
+	t.Logf("other downstream: %d starts at 2/s during the pause", during)
 }
 
 // SIGTERM (context cancel) under load: every accepted job is either
@@ -308,6 +318,8 @@ func TestShutdownUnderLoadLosesNothing(t *testing.T) {
 			t.Errorf("accepted job %s lost", id)
 		}
 	}
+	t.Logf("shutdown under load: %d accepted, %d delivered, %d dead-lettered (shutdown), 0 lost, 0 doubled",
+		len(accepted), len(ds.snapshot()), len(accepted)-len(ds.snapshot()))
 	if len(accepted) < 50 {
 		t.Errorf("only %d jobs accepted: the test did not load the daemon", len(accepted))
 	}
