@@ -5,33 +5,52 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 )
 
-// startAdmin serves /metrics, /healthz, /readyz and /v1 on addr. The server
+// startAdmin serves /metrics, /healthz, /readyz, /v1 and the status page on
+// cfg.Listen, over TLS and behind basic auth when configured. The server
 // has every timeout set, so slow clients cannot hold connections forever.
-func (d *Daemon) startAdmin(addr string) (func() error, error) {
-	ln, err := listen(addr)
+func (d *Daemon) startAdmin(cfg config.Admin) (func() error, error) {
+	tlsCfg, err := adminTLS(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
 	d.adminAddr.Store(ln.Addr().String())
+	warnExposure(d.log, cfg)
+	var handler http.Handler = d.adminMux()
+	if cfg.BasicAuth.Username != "" {
+		handler = newBasicAuth(cfg.BasicAuth, d.log, "/healthz", "/readyz").wrap(handler)
+	}
 	srv := &http.Server{
-		Handler:           d.adminMux(),
+		Handler:           handler,
+		TLSConfig:         tlsCfg,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       60 * time.Second,
 		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn), // e.g. TLS handshake errors
 	}
 	done := make(chan error, 1)
 	go func() {
-		err := srv.Serve(ln)
+		var err error
+		if tlsCfg != nil {
+			err = srv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+		} else {
+			err = srv.Serve(ln)
+		}
 		if errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
@@ -54,8 +73,10 @@ func (d *Daemon) adminMux() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", d.handleReady)
 	mux.HandleFunc("GET /v1/downstreams", d.handleDownstreams)
-	mux.HandleFunc("POST /v1/downstreams/{name}/pause", d.handlePause(true))
-	mux.HandleFunc("POST /v1/downstreams/{name}/resume", d.handlePause(false))
+	mux.Handle("POST /v1/downstreams/{name}/pause", limitBody(d.handlePause(true)))
+	mux.Handle("POST /v1/downstreams/{name}/resume", limitBody(d.handlePause(false)))
+	mux.HandleFunc("GET /v1/history", d.handleHistory)
+	mux.HandleFunc("GET /{$}", d.handleStatusPage)
 	return mux
 }
 

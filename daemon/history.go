@@ -1,0 +1,208 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+// DefaultHistoryInterval is how often the status history samples the lanes.
+const DefaultHistoryInterval = 2 * time.Second
+
+// historySamples bounds each downstream's history: 300 samples are the last
+// 10 minutes at the default interval.
+const historySamples = 300
+
+// history keeps the last historySamples samples of every downstream for the
+// status page (GET /v1/history). A sampler goroutine, started by start and
+// owned by Run, records a sample per interval; handleHistory reads them.
+// Safe for concurrent use.
+type history struct {
+	every time.Duration
+	mu    sync.Mutex
+	lanes map[string]*laneHistory // guarded by mu
+}
+
+// laneHistory is one downstream's ring of samples plus the counters of the
+// previous observation, from which the per-second rates are computed.
+type laneHistory struct {
+	prevAt                      time.Time
+	prevStarted, prevRej, prevD uint64
+	ring                        [historySamples]sample
+	head, n                     int // ring[head] is the oldest of n samples
+}
+
+type sample struct {
+	at                                time.Time
+	depth, capacity, inflight         int
+	rate, achieved, rejected, dropped float64 // per second
+	paused                            bool    // by the admin API or pushback
+}
+
+func newHistory(every time.Duration) *history {
+	if every <= 0 {
+		every = DefaultHistoryInterval
+	}
+	return &history{every: every, lanes: map[string]*laneHistory{}}
+}
+
+// start runs the sampler until ctx is done or stop is called: every
+// interval it records lanes(). stop ends the goroutine and waits for it; it
+// is idempotent and always returns nil (it is a Run cleanup).
+func (h *history) start(ctx context.Context, lanes func() []shaper.LaneStatus) (stop func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(h.every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				h.record(now, lanes())
+			}
+		}
+	}()
+	return func() error { cancel(); <-done; return nil }
+}
+
+// record adds one sample per lane at now. A lane's first observation only
+// sets the baseline for its rates; lanes no longer listed are forgotten, so
+// the history is bounded by the config.
+func (h *history) record(now time.Time, lanes []shaper.LaneStatus) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	seen := make(map[string]bool, len(lanes))
+	for _, st := range lanes {
+		seen[st.Name] = true
+		rej, drop := sum(st.Rejected), sum(st.Dropped)
+		lh := h.lanes[st.Name]
+		if lh == nil {
+			h.lanes[st.Name] = &laneHistory{prevAt: now, prevStarted: st.Started, prevRej: rej, prevD: drop}
+			continue
+		}
+		dt := now.Sub(lh.prevAt).Seconds()
+		if dt <= 0 {
+			continue
+		}
+		lh.push(sample{
+			at: now, depth: st.Depth, capacity: st.Capacity, inflight: st.Inflight,
+			rate:     st.Rate,
+			achieved: perSecond(lh.prevStarted, st.Started, dt),
+			rejected: perSecond(lh.prevRej, rej, dt),
+			dropped:  perSecond(lh.prevD, drop, dt),
+			paused:   st.Paused || st.PushbackUntil != nil,
+		})
+		lh.prevAt, lh.prevStarted, lh.prevRej, lh.prevD = now, st.Started, rej, drop
+	}
+	for name := range h.lanes {
+		if !seen[name] {
+			delete(h.lanes, name)
+		}
+	}
+}
+
+func (lh *laneHistory) push(s sample) {
+	if lh.n < len(lh.ring) {
+		lh.ring[(lh.head+lh.n)%len(lh.ring)] = s
+		lh.n++
+		return
+	}
+	lh.ring[lh.head] = s
+	lh.head = (lh.head + 1) % len(lh.ring)
+}
+
+// perSecond is the rate of a counter between two readings dt seconds apart.
+// A counter that went down was reset (a lane removed and added again), as
+// Prometheus' rate() assumes, so cur counts from zero.
+func perSecond(prev, cur uint64, dt float64) float64 {
+	d := cur
+	if cur >= prev {
+		d = cur - prev
+	}
+	return math.Round(float64(d)/dt*1000) / 1000
+}
+
+func sum[K comparable](m map[K]uint64) uint64 {
+	var n uint64
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// HistoryResponse is the body of GET /v1/history: per downstream (sorted by
+// name), parallel arrays with one entry per sample, oldest first:
+//
+//	{"interval_seconds":2,"max_samples":300,"downstreams":[{"name":"printer",
+//	  "time_unix_ms":[1764487402000,1764487404000],"depth":[9,10],"capacity":[10,10],
+//	  "inflight":[1,1],"rate":[2,2],"achieved_rate":[2,2],"rejected_rate":[1.5,3],
+//	  "dropped_rate":[0,0],"paused":[false,false]}]}
+//
+// A downstream's first sample comes one interval after it is first seen
+// (its counters need a baseline); a removed downstream's history goes with it.
+type HistoryResponse struct {
+	IntervalSeconds float64           `json:"interval_seconds"` // time between samples
+	MaxSamples      int               `json:"max_samples"`      // per downstream; older ones are dropped
+	Downstreams     []DownstreamTrend `json:"downstreams"`
+}
+
+// DownstreamTrend is one downstream's samples. Rates are per second over
+// the interval that ended at the sample: AchievedRate is the rate of
+// LaneStatus.Started (tries started, retries included), RejectedRate and
+// DroppedRate of the sums of Rejected and Dropped over all reasons.
+type DownstreamTrend struct {
+	Name         string    `json:"name"`
+	TimeUnixMs   []int64   `json:"time_unix_ms"`
+	Depth        []int     `json:"depth"`
+	Capacity     []int     `json:"capacity"`
+	Inflight     []int     `json:"inflight"`
+	Rate         []float64 `json:"rate"` // configured
+	AchievedRate []float64 `json:"achieved_rate"`
+	RejectedRate []float64 `json:"rejected_rate"`
+	DroppedRate  []float64 `json:"dropped_rate"`
+	Paused       []bool    `json:"paused"` // by the admin API or a pushback
+}
+
+// snapshot copies the history out for serving.
+func (h *history) snapshot() HistoryResponse {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := HistoryResponse{
+		IntervalSeconds: h.every.Seconds(), MaxSamples: historySamples,
+		Downstreams: make([]DownstreamTrend, 0, len(h.lanes)),
+	}
+	for _, name := range slices.Sorted(maps.Keys(h.lanes)) {
+		lh := h.lanes[name]
+		tr := DownstreamTrend{
+			Name: name, TimeUnixMs: make([]int64, lh.n), Depth: make([]int, lh.n),
+			Capacity: make([]int, lh.n), Inflight: make([]int, lh.n), Rate: make([]float64, lh.n),
+			AchievedRate: make([]float64, lh.n), RejectedRate: make([]float64, lh.n),
+			DroppedRate: make([]float64, lh.n), Paused: make([]bool, lh.n),
+		}
+		for i := range lh.n {
+			s := lh.ring[(lh.head+i)%len(lh.ring)]
+			tr.TimeUnixMs[i], tr.Depth[i], tr.Capacity[i], tr.Inflight[i] = s.at.UnixMilli(), s.depth, s.capacity, s.inflight
+			tr.Rate[i], tr.AchievedRate[i], tr.RejectedRate[i], tr.DroppedRate[i] = s.rate, s.achieved, s.rejected, s.dropped
+			tr.Paused[i] = s.paused
+		}
+		out.Downstreams = append(out.Downstreams, tr)
+	}
+	return out
+}
+
+// handleHistory serves GET /v1/history, compact (up to 300 samples a
+// downstream; writeJSON's indentation would double it).
+func (d *Daemon) handleHistory(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(d.history.snapshot()) // the client may have gone
+}

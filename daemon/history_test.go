@@ -1,0 +1,127 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+func st(name string, depth int, started, rejected, dropped uint64) shaper.LaneStatus {
+	return shaper.LaneStatus{Name: name, Rate: 2, Capacity: 10, Depth: depth, Started: started,
+		Rejected: map[shaper.Reason]uint64{shaper.ReasonQueueFull: rejected, shaper.ReasonRateLimited: 0},
+		Dropped:  map[shaper.Reason]uint64{shaper.ReasonExpired: dropped}}
+}
+
+func TestHistoryRecord(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := newHistory(2 * time.Second)
+	steps := []struct {
+		at    time.Duration
+		lanes []shaper.LaneStatus
+	}{
+		{0, []shaper.LaneStatus{st("printer", 0, 10, 0, 0)}},                                     // baseline only
+		{2 * time.Second, []shaper.LaneStatus{st("printer", 7, 14, 6, 0)}},                       // 2/s, 3 rejected/s
+		{4 * time.Second, []shaper.LaneStatus{st("printer", 9, 14, 6, 1)}},                       // stalled, a drop
+		{6 * time.Second, []shaper.LaneStatus{st("printer", 0, 3, 0, 0), st("erp", 1, 0, 0, 0)}}, // reset; erp's baseline
+		{6 * time.Second, []shaper.LaneStatus{st("printer", 0, 3, 0, 0)}},                        // same instant: skipped; erp gone
+	}
+	for _, s := range steps {
+		h.record(t0.Add(s.at), s.lanes)
+	}
+	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
+	want := HistoryResponse{IntervalSeconds: 2, MaxSamples: historySamples, Downstreams: []DownstreamTrend{{
+		Name:         "printer",
+		TimeUnixMs:   []int64{ms(2 * time.Second), ms(4 * time.Second), ms(6 * time.Second)},
+		Depth:        []int{7, 9, 0},
+		Capacity:     []int{10, 10, 10},
+		Inflight:     []int{0, 0, 0},
+		Rate:         []float64{2, 2, 2},
+		AchievedRate: []float64{2, 0, 1.5}, // the reset counts 3 starts from zero
+		RejectedRate: []float64{3, 0, 0},
+		DroppedRate:  []float64{0, 0.5, 0},
+		Paused:       []bool{false, false, false},
+	}}}
+	if got := h.snapshot(); !reflect.DeepEqual(got, want) {
+		t.Errorf("snapshot =\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+func TestHistoryIsBounded(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := newHistory(time.Second)
+	for i := range historySamples + 6 { // the baseline, then 305 samples
+		h.record(t0.Add(time.Duration(i)*time.Second), []shaper.LaneStatus{st("printer", i, uint64(i), 0, 0)})
+	}
+	tr := h.snapshot().Downstreams[0]
+	if len(tr.Depth) != historySamples || tr.Depth[0] != 6 || tr.Depth[historySamples-1] != historySamples+5 {
+		t.Errorf("ring holds %d samples, depths %d..%d; want %d, 6..%d",
+			len(tr.Depth), tr.Depth[0], tr.Depth[len(tr.Depth)-1], historySamples, historySamples+5)
+	}
+	if tr.AchievedRate[0] != 1 {
+		t.Errorf("achieved rate %v, want 1", tr.AchievedRate[0])
+	}
+}
+
+// The sampler Run starts: /v1/history fills up at the (injected) interval,
+// and stopping it ends its goroutine.
+func TestHistoryEndpoint(t *testing.T) {
+	a := startTestAdmin(t, adminLoopback(), "printer")
+	a.submit("printer", 3)
+	if err := a.sh.Pause("printer"); err != nil {
+		t.Fatal(err)
+	}
+	stop := a.d.history.start(context.Background(), a.sh.Lanes)
+	var got HistoryResponse
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		status, hdr, body := get(t, a.url+"/v1/history")
+		if status != http.StatusOK || hdr.Get("Content-Type") != "application/json" {
+			t.Fatalf("GET /v1/history: %d %s %s", status, hdr.Get("Content-Type"), body)
+		}
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got.Downstreams) == 1 && len(got.Downstreams[0].Depth) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 2 samples within 5s: %s", body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tr := got.Downstreams[0]
+	if tr.Name != "printer" || tr.Depth[0] != 3 || tr.Capacity[0] != 10 || tr.Rate[0] != 2 || !tr.Paused[0] || got.IntervalSeconds != 0.01 {
+		t.Errorf("history = %+v", got)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	_ = stop() // idempotent
+	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	n := len(a.d.history.snapshot().Downstreams[0].Depth)
+	time.Sleep(50 * time.Millisecond)
+	if m := len(a.d.history.snapshot().Downstreams[0].Depth); m != n {
+		t.Errorf("sampler still records after stop: %d samples, then %d", n, m)
+	}
+}
+
+func TestHistoryStopsWithContext(t *testing.T) {
+	h := newHistory(time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := h.start(ctx, func() []shaper.LaneStatus { return nil })
+	cancel()
+	done := make(chan struct{})
+	go func() { _ = stop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("sampler did not stop when its context ended")
+	}
+}

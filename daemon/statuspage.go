@@ -1,0 +1,156 @@
+package daemon
+
+import (
+	"bytes"
+	"crypto/sha256"
+	_ "embed" // the status page
+	"encoding/base64"
+	"fmt"
+	"html/template"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// statusHTML is the admin listener's GET /: one row per downstream (queue
+// fill, achieved against configured rate, in flight, refusals by reason,
+// paused or pushback) and charts of depth and rate over the last minutes.
+// It is plain HTML with an inline style and script and no external assets.
+// The server renders the rows once (html/template escapes every name); the
+// script then polls GET /v1/downstreams and GET /v1/history every 2 s and
+// redraws them, building elements with textContent, never from markup.
+//
+//go:embed status.html
+var statusHTML string
+
+// statusTmpl is statusHTML parsed; statusTmplErr is checked by a test and,
+// should it ever be set, turns the page into a 500 rather than a panic.
+var statusTmpl, statusTmplErr = template.New("status").Parse(statusHTML)
+
+// statusPageCSP allows exactly the page's own inline style and script (by
+// hash) and requests to this origin: nothing else loads or runs. The hashes
+// are taken from the rendered page, since html/template drops the script's
+// comments.
+func statusPageCSP(page string) string {
+	return "default-src 'none'; connect-src 'self'; img-src 'self'; " +
+		"style-src " + inlineHashes(page, "style") + "; script-src " + inlineHashes(page, "script") +
+		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}
+
+func (d *Daemon) handleStatusPage(w http.ResponseWriter, _ *http.Request) {
+	if statusTmplErr != nil {
+		http.Error(w, "status page: "+statusTmplErr.Error(), http.StatusInternalServerError)
+		return
+	}
+	var lanes []shaper.LaneStatus
+	if sh := d.shaper.Load(); sh != nil {
+		lanes = sh.Lanes()
+	}
+	var buf bytes.Buffer
+	if err := statusTmpl.Execute(&buf, statusRows(lanes)); err != nil {
+		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", statusPageCSP(buf.String()))
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	_, _ = w.Write(buf.Bytes()) // the client may have gone
+}
+
+// statusRow is one downstream as the page first shows it, before the
+// script has history to add rates and charts.
+type statusRow struct {
+	shaper.LaneStatus
+	Class, State, Note string // as the script's classify, without history
+	BarClass, BarWidth string
+	FillPct            int
+	RateText           string
+	Refused            []statusChip
+	Succeeded          uint64
+}
+
+type statusChip struct{ Class, Text string }
+
+func statusRows(lanes []shaper.LaneStatus) []statusRow {
+	rows := make([]statusRow, 0, len(lanes))
+	for _, st := range lanes {
+		fill := 0.0
+		if st.Capacity > 0 {
+			fill = min(1, float64(st.Depth)/float64(st.Capacity))
+		}
+		r := statusRow{
+			LaneStatus: st, FillPct: int(fill*100 + 0.5), BarWidth: strconv.FormatFloat(fill*150, 'f', 1, 64),
+			BarClass: "low", RateText: config.Rate(st.Rate).String(), Succeeded: st.Delivered[shaper.OutcomeSuccess],
+		}
+		switch {
+		case fill >= 0.9:
+			r.BarClass = "full"
+		case fill >= 0.5:
+			r.BarClass = "mid"
+		}
+		r.Class, r.State, r.Note = classify(st, fill)
+		for _, m := range []struct {
+			counts map[shaper.Reason]uint64
+			class  string
+		}{{st.Rejected, "chip"}, {st.Dropped, "chip drop"}} {
+			for _, reason := range slices.Sorted(maps.Keys(m.counts)) {
+				if n := m.counts[reason]; n > 0 {
+					r.Refused = append(r.Refused, statusChip{m.class, fmt.Sprintf("%s %d", reason, n)})
+				}
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// classify is the script's classify without the recent refusal rate.
+func classify(st shaper.LaneStatus, fill float64) (class, state, note string) {
+	switch {
+	case st.Removing:
+		return "idle", "removing", "draining what it holds"
+	case st.Paused:
+		return "paused", "paused", "by the admin API; jobs keep queueing"
+	case st.PushbackUntil != nil:
+		return "paused", "pushback", "backend asked to wait until " + st.PushbackUntil.Format("15:04:05")
+	case fill >= 0.9:
+		return "shedding", "queue full", "the next burst is refused"
+	case st.Depth > 0:
+		return "shaping", "shaping", fmt.Sprintf("holding %d jobs back", st.Depth)
+	case st.Inflight > 0:
+		return "calm", "flowing", "under its rate"
+	}
+	return "calm", "idle", "nothing queued"
+}
+
+// inlineHashes returns the CSP source list of the sha256 hashes of every
+// <tag>…</tag> body in page ('none' if there is none).
+func inlineHashes(page, tag string) string {
+	open, end := "<"+tag+">", "</"+tag+">"
+	var srcs []string
+	for rest := page; ; {
+		_, after, ok := strings.Cut(rest, open)
+		if !ok {
+			break
+		}
+		body, tail, ok := strings.Cut(after, end)
+		if !ok {
+			break
+		}
+		sum := sha256.Sum256([]byte(body))
+		srcs = append(srcs, "'sha256-"+base64.StdEncoding.EncodeToString(sum[:])+"'")
+		rest = tail
+	}
+	if len(srcs) == 0 {
+		return "'none'"
+	}
+	return strings.Join(srcs, " ")
+}

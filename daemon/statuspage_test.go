@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+func TestStatusPage(t *testing.T) {
+	a := startTestAdmin(t, adminLoopback(), "erp", "printer")
+	if n := a.submit("printer", 12); n != 10 {
+		t.Fatalf("accepted %d of 12 into a queue of 10", n)
+	}
+	if err := a.sh.Pause("erp"); err != nil {
+		t.Fatal(err)
+	}
+	status, hdr, body := get(t, a.url+"/")
+	if status != http.StatusOK {
+		t.Fatalf("GET /: %d %s", status, body)
+	}
+	for k, want := range map[string]string{
+		"Content-Type":           "text/html; charset=utf-8",
+		"X-Content-Type-Options": "nosniff",
+		"Cache-Control":          "no-store",
+	} {
+		if got := hdr.Get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'sha256-") || !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy = %q", csp)
+	}
+	for _, want := range []string{
+		`<tr class="shedding"><td class="name"><div class="dsname">printer</div><span class="state">queue full</span>`,
+		`10 / 10 (100%)`,
+		`<span class="chip">queue_full 2</span>`,
+		`<tr class="paused"><td class="name"><div class="dsname">erp</div><span class="state">paused</span>`,
+		`0 / 10 (0%)`,
+		` of 2/s</span>`,
+		`<p id="summary">2 downstreams</p>`,
+		`<p id="empty" hidden>`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET / lacks %s", want)
+		}
+	}
+	if i := strings.Index(body, ">printer<"); i < strings.Index(body, ">erp<") {
+		t.Errorf("rows not sorted by name")
+	}
+	if status, _, _ := get(t, a.url+"/nope"); status != http.StatusNotFound {
+		t.Errorf("GET /nope: %d, want 404", status)
+	}
+}
+
+func TestStatusPageNoDownstreams(t *testing.T) {
+	a := startTestAdmin(t, adminLoopback())
+	_, _, body := get(t, a.url+"/")
+	for _, want := range []string{`<table id="lanes" hidden>`, `<p id="empty">No downstreams configured.`, `0 downstreams`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("GET / lacks %s", want)
+		}
+	}
+}
+
+// Names are config-bounded to letters, digits, - and _, but the page does
+// not rely on that: the template escapes them.
+func TestStatusPageEscapesNames(t *testing.T) {
+	if statusTmplErr != nil {
+		t.Fatal(statusTmplErr)
+	}
+	until := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	evil := `<script>alert("x")</script>&'`
+	var buf bytes.Buffer
+	err := statusTmpl.Execute(&buf, statusRows([]shaper.LaneStatus{{
+		Name: evil, Rate: 0.5, Capacity: 4, Depth: 1, PushbackUntil: &until,
+		Rejected: map[shaper.Reason]uint64{shaper.Reason(evil): 1},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	if strings.Contains(page, evil) || strings.Count(page, "<script>") != 1 {
+		t.Errorf("name not escaped:\n%s", page)
+	}
+	for _, want := range []string{`&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#39;`, "of 30/m", "until 03:04:05", `class="state">pushback`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+}
+
+// The CSP names the page's inline script and style by hash: rendering must
+// leave them byte for byte as embedded, and nothing may load from elsewhere.
+func TestStatusPageCSPAndAssets(t *testing.T) {
+	a := startTestAdmin(t, adminLoopback(), "printer")
+	_, hdr, body := get(t, a.url+"/")
+	for _, tag := range []string{"script", "style"} {
+		h := inlineHashes(body, tag)
+		if h == "'none'" || strings.Contains(h, " ") || !strings.Contains(hdr.Get("Content-Security-Policy"), tag+"-src "+h) {
+			t.Errorf("%s hash %s not in CSP %q", tag, h, hdr.Get("Content-Security-Policy"))
+		}
+	}
+	rest := strings.ReplaceAll(body, `"http://www.w3.org/2000/svg"`, "")
+	for _, bad := range []string{"http://", "https://", " src=", "@import", "url(", `href="/`, `"//`} {
+		if strings.Contains(rest, bad) {
+			t.Errorf("page refers to an asset elsewhere (%q)", bad)
+		}
+	}
+}
