@@ -13,6 +13,7 @@ type lanePlan struct {
 	cfg    LaneSettings
 	l      *lane // existing lane (active or draining); nil = new lane
 	sink   Sink  // new sink; nil = keep the lane's
+	q      Queue // a new lane's queue; nil = in memory
 	adm    admitter
 	newAdm bool // replace the lane's admitter with adm (may be nil)
 }
@@ -87,6 +88,11 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 				errs = append(errs, fmt.Errorf("downstream %q: sink: %w", cfg.Name, err))
 			}
 		}
+		if p.l == nil && cfg.Durable && s.qs != nil {
+			if p.q, err = s.qs(cfg); err != nil {
+				errs = append(errs, fmt.Errorf("downstream %q: queue: %w", cfg.Name, err))
+			}
+		}
 		if p.l == nil || !reflect.DeepEqual(old.Admission, cfg.Admission) {
 			if p.adm, err = newAdmitter(cfg.Admission); err != nil {
 				errs = append(errs, fmt.Errorf("downstream %q: admission: %w", cfg.Name, err))
@@ -100,6 +106,9 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 		for _, p := range plans {
 			if c, ok := p.sink.(io.Closer); ok {
 				_ = c.Close()
+			}
+			if dq, ok := p.q.(DurableQueue); ok {
+				_ = dq.Close()
 			}
 		}
 		return nil, err
@@ -124,7 +133,7 @@ func (s *Shaper) findLane(name string) *lane {
 func (s *Shaper) applyLane(p lanePlan) {
 	l := p.l
 	if l == nil {
-		l = newLane(s, p.cfg, p.sink, p.adm)
+		l = newLane(s, p.cfg, p.sink, p.adm, p.q)
 		s.active[l.name], s.all[l] = l, struct{}{}
 		s.log.Info("downstream added", "downstream", l.name, "rate", p.cfg.Rate)
 		return
@@ -162,5 +171,8 @@ func (s *Shaper) removeLane(l *lane) {
 		delete(s.all, l)
 		s.retired = append(s.retired, l.sink)
 		s.met.forget(l.name)
+		if dq, ok := l.q.(DurableQueue); ok {
+			go func() { _ = dq.Close() }() // hands back fetched jobs; not under s.mu
+		}
 	}
 }

@@ -20,14 +20,20 @@ type Job struct {
 	Payload    []byte        // opaque
 	Header     http.Header   // producer headers to pass on (may be nil)
 	MaxWait    time.Duration // per-job override of the lane's max wait; 0 = lane default
+	// DedupeID is the producer's Nats-Msg-Id; a durable queue stores the job
+	// under it so the store itself refuses a repeat ("" = none).
+	DedupeID string
 
 	// Set by the shaper.
 	Enqueued time.Time
 	Deadline time.Time // zero = no deadline
 	Attempt  int       // number of the try in progress, from 1
+	// Failures counts the tries that count against RetryPolicy.MaxAttempts
+	// (pushbacks do not). A durable queue restores it (with Attempt) when it
+	// hands back a job tried before.
+	Failures int
 
-	failures int       // tries that count against RetryPolicy.MaxAttempts (not pushbacks)
-	slot     time.Time // schedule slot of the try in progress (for lag measurements)
+	slot time.Time // schedule slot of the try in progress (for lag measurements)
 }
 
 // Reason is why a job was rejected or dropped. The values are SPEC.md's.
@@ -61,6 +67,9 @@ type Receipt struct {
 	Reason     Reason        // when rejected
 	RetryAfter time.Duration // when rejected and a retry can help; computed, never guessed
 	Err        error         // human-readable cause when rejected
+	// Duplicate: a durable store already held a job with the same DedupeID;
+	// JobID is that job's (Accepted is true, nothing new was queued).
+	Duplicate bool
 }
 
 // Sink delivers a job to a downstream. Deliver is called concurrently up to
@@ -123,6 +132,9 @@ type LaneSettings struct {
 	Retry       RetryPolicy
 	Sink        SinkSpec
 	DeadLetter  string // subject; "" = none
+	// Durable asks Deps.Queues for a durable queue (queue.backend
+	// jetstream); false = the in-memory queue.
+	Durable bool
 }
 
 // RetryPolicy bounds retries of failed deliveries.

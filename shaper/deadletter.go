@@ -89,6 +89,9 @@ func (w *dlWorker) publish(ctx context.Context, it dlItem) {
 		level = slog.LevelDebug // Run logs one summary line instead
 	}
 	log.Log(ctx, level, "job dropped", "dead_lettered", sent)
+	it.l.mu.Lock()
+	it.l.q.GiveUp(it.dl.Job) // after the dead letter: a durable job is deleted only now
+	it.l.mu.Unlock()
 	if it.failed {
 		o := OutcomeFailed
 		if sent {

@@ -33,6 +33,8 @@ func (l *lane) finish(job *Job, err error, policy RetryPolicy, now time.Time) (g
 	case err == nil:
 		l.q.Ack(job)
 		l.countOutcome(OutcomeSuccess)
+	case l.s.dctx.Err() != nil && l.durable():
+		l.q.RetryLater(job, now, true) // stays stored: redelivered after restart
 	case l.s.dctx.Err() != nil:
 		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())
 	case errors.As(err, &pb):
@@ -64,19 +66,19 @@ func (l *lane) onPushback(job *Job, pb *PushbackError, now time.Time) {
 		l.drop(job, ReasonExpired, "downstream pushback outlasts max wait: "+pb.Error())
 		return
 	}
-	l.q.RetryLater(job, now)
+	l.q.RetryLater(job, now, true)
 	l.m.depth.Set(float64(l.q.Len()))
 }
 
 // onError schedules a retry after backoff, or fails the job once
 // MaxAttempts tries have failed. Requires l.mu.
 func (l *lane) onError(job *Job, err error, policy RetryPolicy, now time.Time) {
-	job.failures++
-	if job.failures >= policy.MaxAttempts {
-		l.fail(job, fmt.Errorf("%d attempts failed, last: %w", job.failures, err))
+	job.Failures++
+	if job.Failures >= policy.MaxAttempts {
+		l.fail(job, fmt.Errorf("%d attempts failed, last: %w", job.Failures, err))
 		return
 	}
-	wait := backoff(policy, job.failures)
+	wait := backoff(policy, job.Failures)
 	at := now.Add(wait)
 	if !job.Deadline.IsZero() && at.After(job.Deadline) {
 		l.drop(job, ReasonExpired, fmt.Sprintf("retry in %s would pass max wait; last error: %v", wait, err))
@@ -84,7 +86,7 @@ func (l *lane) onError(job *Job, err error, policy RetryPolicy, now time.Time) {
 	}
 	l.c.retries++
 	l.m.retries.Inc()
-	l.q.RetryLater(job, at)
+	l.q.RetryLater(job, at, false)
 	l.m.depth.Set(float64(l.q.Len()))
 	l.s.log.Debug("delivery failed; will retry", "downstream", l.name, "job_id", job.ID,
 		"attempt", job.Attempt, "backoff", wait, "error", err.Error())
@@ -93,7 +95,6 @@ func (l *lane) onError(job *Job, err error, policy RetryPolicy, now time.Time) {
 // fail gives job up as failed; the dead-letter publisher books the outcome
 // (dead_lettered or failed). Requires l.mu.
 func (l *lane) fail(job *Job, err error) {
-	l.q.GiveUp(job)
 	l.s.dl.add(l, job, ReasonFailed, err.Error(), true)
 }
 

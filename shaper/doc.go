@@ -51,9 +51,11 @@
 // place (see Apply). Dead letters are published by one goroutine, in order,
 // outside every lock.
 //
-// The lane's queue is reached through the small jobQueue interface (enqueue
+// The lane's queue is reached through the small Queue interface (enqueue
 // with a bound; take, ack, retry later, give up) so that a durable backend
-// can replace the in-memory queue.Bucket.
+// (Deps.Queues; package jsqueue stores jobs in NATS JetStream) can replace
+// the in-memory queue.Bucket. A DurableQueue stores asynchronously: intake
+// uses SubmitFunc, and jobs left in it at shutdown stay stored.
 //
 // Logs use log/slog and never contain admission keys or payloads.
 package shaper

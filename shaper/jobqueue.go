@@ -6,18 +6,18 @@ import (
 	"github.com/shaperd/shaper/queue"
 )
 
-// jobQueue is what a lane needs from its queue: enqueue with a bound on the
+// Queue is what a lane needs from its queue: enqueue with a bound on the
 // intake side; take / ack / retry-later / give-up on the drain side. The
-// memory queue below is one implementation; a durable (JetStream) backend
-// maps Take to a fetch, Ack to an ack, RetryLater to a delayed nak and GiveUp
-// to a term.
+// in-memory queue below is the default; a durable backend (package jsqueue,
+// JetStream) maps Take to a fetched message, Ack to an ack, RetryLater to a
+// delayed nak and GiveUp to a term, and also implements DurableQueue.
 //
 // Methods are called with the owning lane's mutex held, so they must not
-// block (a durable backend keeps an in-memory index and persists
-// asynchronously).
-type jobQueue interface {
+// block on I/O: a durable backend fetches in its own goroutine and sends
+// acks and naks without waiting for an answer.
+type Queue interface {
 	// Enqueue adds job, ready to start from at, or returns queue.ErrFull
-	// when Len() >= Cap().
+	// when Len() >= Cap(). A DurableQueue is never given jobs this way.
 	Enqueue(job *Job, at time.Time) error
 	// NextReady returns when the next job becomes ready to start: the front
 	// job's ready time or the earliest retry's, whichever is sooner.
@@ -25,23 +25,45 @@ type jobQueue interface {
 	// Take removes the job to start at now: a retry whose time has come goes
 	// ahead of queued jobs. It returns the job's ready time.
 	Take(now time.Time) (*Job, time.Time, bool)
-	// Ack reports that a taken job is finished (delivered, or failed and
-	// dead-lettered).
+	// Ack reports that a taken job was delivered.
 	Ack(job *Job)
 	// RetryLater puts a taken job back, ahead of queued jobs once at has
-	// passed. It never refuses: the job was accepted once already, so it
-	// may exceed the bound.
-	RetryLater(job *Job, at time.Time)
+	// passed; pushback says the downstream asked to wait (the try does not
+	// count against MaxAttempts). It never refuses: the job was accepted
+	// once already, so it may exceed the bound.
+	RetryLater(job *Job, at time.Time, pushback bool)
 	// GiveUp reports that a job (taken, or removed with DropFront / Drain)
-	// is dropped for good.
+	// is dropped for good. The shaper calls it after the job's dead letter
+	// was published (or found impossible), so a durable queue may delete it.
 	GiveUp(job *Job)
 	// DropFront removes front jobs while drop returns true.
 	DropFront(drop func(*Job) bool) []*Job
-	// Drain removes and returns every held job.
+	// Drain removes and returns every held job (at shutdown: the shaper
+	// dead-letters them). A durable queue returns none: its jobs stay stored.
 	Drain() []*Job
 	Len() int
 	Cap() int
 	SetCap(n int)
+}
+
+// DurableQueue is a Queue whose jobs are stored outside the process. Storing
+// is I/O, so the lane never enqueues under its lock: Shaper.SubmitFunc calls
+// EnqueueAsync after admission, and answers the producer from done.
+type DurableQueue interface {
+	Queue
+	// EnqueueAsync stores job; done is called exactly once, from another
+	// goroutine and without any lock held, with the job's 1-based position
+	// (an estimate: the store is shared) or an error: one wrapping
+	// queue.ErrFull when the store refused for capacity. It may block
+	// while its bounded window of unacknowledged stores is full.
+	EnqueueAsync(job *Job, done func(position int, err error))
+	// Bind starts the queue's own goroutines; ready is called (without the
+	// queue's locks held) whenever jobs became ready to take. Called once,
+	// before any other method but EnqueueAsync.
+	Bind(ready func())
+	// Close stops fetching and hands back jobs fetched but not started; it
+	// waits for the queue's goroutines. Jobs in flight may still be acked.
+	Close() error
 }
 
 // entry is a held job and the time it becomes ready to start.
@@ -50,7 +72,7 @@ type entry struct {
 	at  time.Time
 }
 
-// memQueue is the in-memory jobQueue: a queue.Bucket for fresh jobs and a
+// memQueue is the in-memory Queue: a queue.Bucket for fresh jobs and a
 // small slice, sorted by time, for retries waiting out their backoff.
 // Not safe for concurrent use (the lane's mutex guards it).
 type memQueue struct {
@@ -94,7 +116,7 @@ func (q *memQueue) Take(now time.Time) (*Job, time.Time, bool) {
 	return e.job, e.at, ok
 }
 
-func (q *memQueue) RetryLater(job *Job, at time.Time) {
+func (q *memQueue) RetryLater(job *Job, at time.Time, _ bool) {
 	i := len(q.retries)
 	for i > 0 && q.retries[i-1].at.After(at) {
 		i--

@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"fmt"
 	"sync"
 	"time"
 )
@@ -16,7 +17,7 @@ type lane struct {
 	mu       sync.Mutex
 	cfg      LaneSettings  // normalized
 	interval time.Duration // 1/cfg.Rate
-	q        jobQueue
+	q        Queue
 	adm      admitter // nil = no admission control
 	sink     Sink
 	next     time.Time // earliest next start on the absolute schedule
@@ -40,10 +41,13 @@ type counters struct {
 	delivered                                       map[Outcome]uint64
 }
 
-func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter) *lane {
+func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter, q Queue) *lane {
+	if q == nil {
+		q = newMemQueue(cfg.Capacity)
+	}
 	l := &lane{
 		s: s, name: cfg.Name, m: s.met.forLane(cfg.Name),
-		q: newMemQueue(cfg.Capacity), sink: sink, adm: adm, idx: -1,
+		q: q, sink: sink, adm: adm, idx: -1,
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
 	}
@@ -51,7 +55,24 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter) *lane {
 	l.m.paused.Set(0)
 	l.m.depth.Set(0)
 	l.m.inflight.Set(0)
+	if dq, ok := q.(DurableQueue); ok {
+		dq.Bind(l.kick)
+	}
 	return l
+}
+
+// durable reports whether the lane's jobs are stored outside the process.
+func (l *lane) durable() bool {
+	_, ok := l.q.(DurableQueue)
+	return ok
+}
+
+// kick reschedules the lane after its durable queue fetched jobs.
+func (l *lane) kick() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.m.depth.Set(float64(l.q.Len()))
+	l.reschedule()
 }
 
 // setConfig applies cfg's rate, capacity and policies. A new rate applies to
@@ -98,6 +119,10 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		if l.expired(job, now) {
 			continue // dropped without consuming the slot
 		}
+		if job.Failures >= l.cfg.Retry.MaxAttempts { // a durable job tried before a crash
+			l.fail(job, fmt.Errorf("%d attempts used (redelivered after the daemon stopped mid-delivery)", job.Failures))
+			continue
+		}
 		l.start(job, later(slot, now.Add(-catchUp)), now)
 	}
 	l.reschedule()
@@ -141,7 +166,6 @@ func (l *lane) expired(job *Job, now time.Time) bool {
 // drop gives job up with reason (expired or shutdown), counts it and hands
 // it to the dead-letter publisher. Requires l.mu.
 func (l *lane) drop(job *Job, reason Reason, why string) {
-	l.q.GiveUp(job)
 	l.c.dropped[reason]++
 	l.m.dropped[reason].Inc()
 	l.m.depth.Set(float64(l.q.Len()))
@@ -175,8 +199,9 @@ func (l *lane) updatePaused() {
 }
 
 // idle reports whether a removed lane has nothing left to do. Requires l.mu.
+// A durable lane holds nothing of its own: its jobs stay stored.
 func (l *lane) idle() bool {
-	return l.removed && l.q.Len() == 0 && l.inflight == 0
+	return l.removed && (l.durable() || l.q.Len() == 0) && l.inflight == 0
 }
 
 func later(a, b time.Time) time.Time {

@@ -24,6 +24,10 @@ type Deps struct {
 	// Logger receives the shaper's logs (never admission keys or payloads);
 	// nil = discard.
 	Logger *slog.Logger
+	// Queues builds the queue of a new lane whose settings ask for it
+	// (LaneSettings.Durable); nil, or a nil Queue, = the in-memory queue.
+	// A DurableQueue's Close is called when its lane is gone or Run ends.
+	Queues func(LaneSettings) (Queue, error)
 }
 
 // ErrClosed is returned by Apply, and Run, once Run has returned or begun to
@@ -38,6 +42,7 @@ type Shaper struct {
 	log   *slog.Logger
 	met   *Metrics
 	sinks func(LaneSettings) (Sink, error)
+	qs    func(LaneSettings) (Queue, error)
 	dlr   DeadLetterer
 	clock func() time.Time
 
@@ -65,7 +70,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 		return nil, err
 	}
 	sh := &Shaper{
-		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, dlr: deps.DeadLetter,
+		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, dlr: deps.DeadLetter,
 		clock:  time.Now,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
 		sched: newScheduler(), ready: make(chan struct{}),
@@ -174,6 +179,11 @@ func (s *Shaper) closeSinks() error {
 			errs = append(errs, c.Close())
 		}
 	}
+	for l := range s.all {
+		if dq, ok := l.q.(DurableQueue); ok {
+			errs = append(errs, dq.Close())
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -191,6 +201,9 @@ func (s *Shaper) forget(l *lane) {
 	delete(s.all, l)
 	s.retired = append(s.retired, l.sink)
 	s.met.forget(l.name)
+	if dq, ok := l.q.(DurableQueue); ok {
+		go func() { _ = dq.Close() }() // hands back fetched jobs; not under s.mu
+	}
 	s.log.Info("removed downstream drained", "downstream", l.name)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
 )
 
 // sweepEvery is how often a lane lets its admission limiter reap idle keys
@@ -72,7 +73,7 @@ func (l *lane) submit(now time.Time, job *Job, rc Receipt) Receipt {
 	if rej, ok := l.admit(now, job, rc); !ok {
 		return rej
 	}
-	job.Enqueued, job.Attempt, job.failures = now, 0, 0
+	job.Enqueued, job.Attempt, job.Failures = now, 0, 0
 	job.Deadline = time.Time{}
 	if wait := cmp0(job.MaxWait, l.cfg.MaxWait); wait > 0 {
 		job.Deadline = now.Add(wait)
@@ -173,4 +174,104 @@ func newJobID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
 	return hex.EncodeToString(b[:])
+}
+
+// SubmitFunc offers job to its lane at the current time and calls done
+// exactly once with the receipt. For an in-memory lane it is SubmitAt, and
+// done runs before SubmitFunc returns. For a lane with a DurableQueue the
+// checks run under the lane's lock (unavailable, unknown_downstream,
+// admission), then the job is stored outside every lock and done runs from
+// the store's goroutine once the store answered: accepted only after the
+// job is stored; queue_full when the store refused for capacity (the bound
+// is the store's, shared by every instance). Admission runs before the
+// store, so on a durable lane a queue_full rejection has cost the key its
+// admission (a stored job cannot be taken back).
+//
+// SubmitFunc may block while the durable queue's window of unacknowledged
+// stores is full; it never blocks on a lane lock held across I/O.
+func (s *Shaper) SubmitFunc(job *Job, done func(Receipt)) {
+	now := s.clock()
+	s.mu.RLock()
+	l := s.active[job.Downstream]
+	s.mu.RUnlock()
+	var dq DurableQueue
+	if l != nil {
+		dq, _ = l.q.(DurableQueue)
+	}
+	if dq == nil {
+		done(s.SubmitAt(now, job))
+		return
+	}
+	if job.ID == "" {
+		job.ID = newJobID()
+	}
+	rc := Receipt{JobID: job.ID, Downstream: job.Downstream}
+	l.mu.Lock()
+	rc, ok := l.admitDurable(now, job, rc)
+	l.mu.Unlock()
+	if !ok {
+		done(rc)
+		return
+	}
+	dq.EnqueueAsync(job, func(pos int, err error) {
+		rc.JobID = job.ID // a duplicate carries the stored job's id
+		l.mu.Lock()
+		rc := l.stored(s.clock(), rc, pos, err)
+		l.mu.Unlock()
+		done(rc)
+	})
+}
+
+// admitDurable is the part of submit that runs before a durable store: the
+// lane's state and admission. Requires l.mu.
+func (l *lane) admitDurable(now time.Time, job *Job, rc Receipt) (Receipt, bool) {
+	l.c.received++
+	l.m.received.Inc()
+	switch {
+	case l.s.closing.Load():
+		return l.s.reject(l, rc, ReasonUnavailable, 0, errShuttingDown), false
+	case l.removed:
+		return l.s.reject(l, rc, ReasonUnknownDownstream, 0,
+			fmt.Errorf("downstream %q was removed from the config", l.name)), false
+	}
+	if rej, ok := l.admit(now, job, rc); !ok {
+		return rej, false
+	}
+	job.Enqueued, job.Attempt, job.Failures = now, 0, 0
+	job.Deadline = time.Time{}
+	if wait := cmp0(job.MaxWait, l.cfg.MaxWait); wait > 0 {
+		job.Deadline = now.Add(wait)
+	}
+	return rc, true
+}
+
+// ErrDuplicate is reported by a DurableQueue's EnqueueAsync when the store
+// already holds a job with the same Job.DedupeID; the queue sets job.ID to
+// that job's id.
+var ErrDuplicate = errors.New("shaper: duplicate job")
+
+// retryUnavailable is the Retry-After of a store that failed (not for
+// capacity): long enough for a NATS reconnect or leader election.
+const retryUnavailable = time.Second
+
+// stored books the store's answer for a durable submission. Requires l.mu.
+func (l *lane) stored(now time.Time, rc Receipt, pos int, err error) Receipt {
+	switch {
+	case errors.Is(err, ErrDuplicate):
+		rc.Accepted, rc.Duplicate = true, true
+		return rc
+	case errors.Is(err, queue.ErrFull):
+		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+			fmt.Errorf("queue %s is full (%d/%d): %w", l.name, l.q.Cap(), l.q.Cap(), err))
+	case err != nil:
+		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable,
+			fmt.Errorf("queue %s: job not stored: %w", l.name, err))
+	}
+	l.c.accepted++
+	l.m.accepted.Inc()
+	l.m.depth.Set(float64(l.q.Len()))
+	rc.Accepted, rc.Position = true, max(pos, 1)
+	start := later(later(l.next, l.pushback), now).Add(time.Duration(rc.Position-1) * l.interval)
+	rc.ETA = start.Sub(now)
+	return rc
 }

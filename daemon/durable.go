@@ -1,0 +1,70 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/jsqueue"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// ensureTimeout bounds the start-up check of the JetStream streams.
+const ensureTimeout = 10 * time.Second
+
+// durableQueues prepares the JetStream backend (queue.backend: jetstream)
+// and returns the shaper's queue factory. While NATS is reachable at start
+// it creates or checks every stream now, so an incompatible stream stops
+// start-up with a clear error; otherwise each queue keeps trying in the
+// background (/readyz is false until NATS is connected).
+func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (shaper.Queue, error), error) {
+	st, err := jsqueue.New(nc, jetStreamSettings(cfg, d))
+	if err != nil {
+		return nil, err
+	}
+	lanes := cfg.ShaperSettings().Lanes
+	durable := 0
+	for _, ls := range lanes {
+		if ls.Durable {
+			durable++
+		}
+	}
+	if durable > 0 && nc.IsConnected() {
+		ectx, cancel := context.WithTimeout(ctx, ensureTimeout)
+		err := st.Ensure(ectx, lanes)
+		cancel()
+		switch {
+		case errors.Is(err, jsqueue.ErrIncompatible):
+			return nil, fmt.Errorf("jetstream queue: %w", err)
+		case err != nil:
+			d.log.Warn("jetstream queues not ready yet; retrying in the background", "error", err.Error())
+		}
+	}
+	return func(ls shaper.LaneSettings) (shaper.Queue, error) {
+		q, err := st.Queue(ls)
+		if err != nil {
+			return nil, err // not a typed nil in the interface
+		}
+		return q, nil
+	}, nil
+}
+
+// jetStreamSettings maps nats.jetstream and ingress keys to the backend's.
+func jetStreamSettings(cfg config.Config, d *Daemon) jsqueue.Settings {
+	j := cfg.NATS.JetStream
+	return jsqueue.Settings{
+		StreamPrefix:  j.StreamPrefix,
+		SubjectPrefix: j.SubjectPrefix,
+		Replicas:      j.Replicas,
+		Storage:       j.Storage,
+		MaxMsgSize:    int32(int64(cfg.Ingress.MaxPayload) + embeddedHeadroom),
+		DedupeWindow:  cfg.Ingress.DedupeWindow,
+		AckWait:       j.AckWait,
+		PinnedTTL:     j.PinnedTTL,
+		Logger:        d.log,
+	}
+}

@@ -1,0 +1,83 @@
+package jsqueue
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+// Headers the queue stores with each job.
+const (
+	hdrJobID    = "Shaper-Job-Id"
+	hdrDeadline = "Shaper-Deadline" // unix nanoseconds; absent = none
+	hdrEnqueued = "Shaper-Enqueued" // unix nanoseconds
+	hdrMsgID    = "Nats-Msg-Id"
+)
+
+// encode builds the message that stores job on subject.
+func encode(subject string, job *shaper.Job) *nats.Msg {
+	m := &nats.Msg{Subject: subject, Data: job.Payload, Header: make(nats.Header, len(job.Header)+4)}
+	for k, v := range job.Header {
+		m.Header[k] = v
+	}
+	m.Header[hdrJobID] = []string{job.ID}
+	m.Header[hdrEnqueued] = []string{strconv.FormatInt(job.Enqueued.UnixNano(), 10)}
+	if !job.Deadline.IsZero() {
+		m.Header[hdrDeadline] = []string{strconv.FormatInt(job.Deadline.UnixNano(), 10)}
+	}
+	if job.DedupeID != "" {
+		m.Header[hdrMsgID] = []string{job.DedupeID}
+	}
+	return m
+}
+
+// decode rebuilds the job stored in m for lane. Tries already made (the
+// delivery count minus this one) count as failures.
+func decode(m jetstream.Msg, lane string) *shaper.Job {
+	h := m.Headers()
+	job := &shaper.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID)}
+	job.Enqueued = unixNano(h.Get(hdrEnqueued))
+	job.Deadline = unixNano(h.Get(hdrDeadline))
+	if md, err := m.Metadata(); err == nil {
+		if job.ID == "" {
+			job.ID = "seq-" + strconv.FormatUint(md.Sequence.Stream, 10)
+		}
+		if job.Enqueued.IsZero() {
+			job.Enqueued = md.Timestamp
+		}
+		job.Attempt = int(md.NumDelivered) - 1
+		job.Failures = job.Attempt
+	}
+	for k, v := range h {
+		if isOurs(k) {
+			continue
+		}
+		if job.Header == nil {
+			job.Header = make(http.Header, len(h))
+		}
+		job.Header[k] = v
+	}
+	return job
+}
+
+func isOurs(name string) bool {
+	l := strings.ToLower(name)
+	return strings.HasPrefix(l, "shaper-") || strings.HasPrefix(l, "nats-")
+}
+
+func unixNano(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
+}

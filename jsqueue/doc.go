@@ -1,0 +1,43 @@
+// Package jsqueue provides the durable queue backend (queue.backend:
+// jetstream): each downstream's bounded queue is a NATS JetStream stream,
+// drained through one durable pull consumer.
+//
+// # Layout
+//
+// Downstream D gets stream <StreamPrefix>_D (file storage by default,
+// work-queue retention, discard new, MaxMsgs = queue.capacity) bound to
+// subject <SubjectPrefix>.D, which is outside ingress.subject_prefix so the
+// intake never sees it. The server enforces the bound for every instance
+// and producer; a full stream's refusal becomes queue_full. The stream's
+// duplicate window is ingress.dedupe_window and the producer's Nats-Msg-Id
+// is passed on, so a repeated id is stored once across instances and
+// restarts.
+//
+// # Intake
+//
+// Queue.EnqueueAsync publishes with PublishMsgAsync inside a bounded window
+// and answers from the PubAck: accepted only once the store acknowledged.
+//
+// # Drain
+//
+// One durable pull consumer per stream with priority group "shaperd" and
+// the pinned_client policy: of several shaperd instances exactly one is
+// pinned and receives messages; if it stops pulling for PinnedTTL the server
+// pins another. So N instances drain at the configured rate in total. The
+// pinned instance keeps at most a small prefetch in memory (max(concurrency,
+// rate × 20 ms), at most 100); the lane's scheduler decides when each
+// starts. A delivered job is acked; a failed try is nak'ed with its backoff
+// delay (the retry waits in the stream); a pushback (429/503 Retry-After)
+// holds the job locally while the lane pauses, so it does not count as a
+// try; a job that failed for good or expired is termed after its dead
+// letter was published. Attempts are counted from the message's delivery
+// count, so a redelivery after a crash counts as a try and a poison job
+// ends in the dead letter after max_attempts. Held messages are kept alive
+// with InProgress every AckWait/3; a crashed instance's messages come back
+// after AckWait.
+//
+// Stream settings that cannot be changed safely (retention, storage,
+// replicas, subjects, discard) are compared with an existing stream and
+// reported as ErrIncompatible, never changed; MaxMsgs, MaxMsgSize and the
+// duplicate window follow the config.
+package jsqueue

@@ -1,0 +1,187 @@
+package jsqueue
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// fetch is the fetcher goroutine: it keeps up to prefetch jobs in memory,
+// pulling from the pinned consumer. It pulls at least every PinnedTTL/2
+// so that this instance stays pinned while it drains; when the prefetch is
+// full it sends a pull that cannot be served (max bytes 1) only to keep the
+// pin.
+func (q *Queue) fetch() {
+	wait := min(q.st.set.PinnedTTL/2, 2*time.Second)
+	for q.ctx.Err() == nil {
+		q.mu.Lock()
+		c, room := q.c, q.prefetch-len(q.buf)-len(q.pb)
+		q.mu.Unlock()
+		if c == nil {
+			q.sleep(retryEvery)
+			continue
+		}
+		if room <= 0 {
+			if !q.sleep(wait) {
+				q.keepPin(c, wait)
+			}
+			continue
+		}
+		got, err := q.pull(c, room, wait)
+		if got > 0 && q.ready != nil {
+			q.ready()
+		}
+		if err != nil && q.ctx.Err() == nil {
+			q.st.log.Debug("jetstream fetch failed; retrying", "stream", q.stream, "error", err.Error())
+			q.sleep(250 * time.Millisecond)
+		}
+	}
+}
+
+// pull fetches up to n messages, waiting at most wait.
+func (q *Queue) pull(c jetstream.Consumer, n int, wait time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(q.ctx, wait)
+	defer cancel()
+	batch, err := c.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchPriorityGroup(Group))
+	if err != nil {
+		return 0, err
+	}
+	got := 0
+	for m := range batch.Messages() {
+		job := decode(m, q.name)
+		now := time.Now()
+		q.mu.Lock()
+		if q.closed {
+			_ = m.Nak()
+		} else {
+			q.buf = append(q.buf, held{job: job, msg: m, at: now})
+			got++
+		}
+		q.mu.Unlock()
+	}
+	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
+		!errors.Is(err, jetstream.ErrNoMessages) {
+		return got, err
+	}
+	return got, nil
+}
+
+// keepPin renews this instance's pin without taking a message.
+func (q *Queue) keepPin(c jetstream.Consumer, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(q.ctx, min(wait, 200*time.Millisecond))
+	defer cancel()
+	batch, err := c.FetchBytes(1, jetstream.FetchContext(ctx), jetstream.FetchPriorityGroup(Group))
+	if err != nil {
+		return
+	}
+	for m := range batch.Messages() { // cannot fit in 1 byte; hand back if it ever does
+		q.mu.Lock()
+		if q.closed {
+			_ = m.Nak()
+		} else {
+			q.buf = append(q.buf, held{job: decode(m, q.name), msg: m, at: time.Now()})
+		}
+		q.mu.Unlock()
+	}
+}
+
+// sleep waits d, or less when woken; it reports whether it was woken.
+func (q *Queue) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-q.ctx.Done():
+		return true
+	case <-q.wake:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// maintain is the maintenance goroutine: it ensures the stream and
+// consumer (retrying while NATS is unreachable), applies capacity changes,
+// refreshes the depth and keeps held messages alive.
+func (q *Queue) maintain() {
+	tick := time.NewTicker(refreshEvery)
+	defer tick.Stop()
+	keepEvery := max(q.st.set.AckWait/3, refreshEvery)
+	var lastKeep, lastLog time.Time
+	for {
+		q.mu.Lock()
+		s, capDirty, capacity := q.s, q.capDirty, q.capacity
+		q.capDirty = false
+		q.mu.Unlock()
+		ctx, cancel := context.WithTimeout(q.ctx, 5*time.Second)
+		switch {
+		case s == nil || capDirty:
+			q.ensure(ctx, capacity, &lastLog)
+		default:
+			q.refresh(ctx, s)
+		}
+		cancel()
+		if now := time.Now(); now.Sub(lastKeep) >= keepEvery {
+			lastKeep = now
+			q.keepAlive()
+		}
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (q *Queue) ensure(ctx context.Context, capacity int, lastLog *time.Time) {
+	s, c, err := q.st.ensure(ctx, q.name, capacity)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err != nil {
+		q.capDirty = q.s != nil // retry a failed capacity update
+		if errors.Is(err, ErrIncompatible) {
+			q.broken = err
+		}
+		if q.ctx.Err() == nil && time.Since(*lastLog) > 30*time.Second {
+			*lastLog = time.Now()
+			q.st.log.Error("jetstream queue not ready; retrying", "downstream", q.name, "stream", q.stream, "error", err.Error())
+		}
+		return
+	}
+	q.s, q.c, q.broken = s, c, nil
+	if info := s.CachedInfo(); info != nil {
+		q.depth = int(info.State.Msgs)
+	}
+	q.signal()
+}
+
+func (q *Queue) refresh(ctx context.Context, s jetstream.Stream) {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return
+	}
+	q.mu.Lock()
+	changed := q.depth != int(info.State.Msgs)
+	q.depth = int(info.State.Msgs)
+	q.mu.Unlock()
+	if changed && q.ready != nil {
+		q.ready()
+	}
+}
+
+// keepAlive tells the server every held message is still being worked on,
+// so AckWait only matters for an instance that died.
+func (q *Queue) keepAlive() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, h := range q.buf {
+		_ = h.msg.InProgress()
+	}
+	for _, h := range q.pb {
+		_ = h.msg.InProgress()
+	}
+	for _, m := range q.taken {
+		_ = m.InProgress()
+	}
+}

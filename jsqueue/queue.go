@@ -1,0 +1,268 @@
+package jsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+// Tuning of the drain.
+const (
+	maxPrefetch   = 100
+	prefetchAhead = 20 * time.Millisecond // prefetch covers this much drain at the lane's rate
+	refreshEvery  = 500 * time.Millisecond
+	retryEvery    = time.Second
+)
+
+// held is a fetched message and the job it carries.
+type held struct {
+	job *shaper.Job
+	msg jetstream.Msg
+	at  time.Time // ready to start from
+}
+
+// Queue is one downstream's durable queue: a shaper.DurableQueue. Create it
+// with Store.Queue. Its methods are safe for concurrent use and never block
+// on I/O (acks and naks are sent without waiting for an answer); its two
+// goroutines (fetch, maintain) run from Bind until Close.
+type Queue struct {
+	st       *Store
+	name     string
+	stream   string
+	subject  string
+	prefetch int
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	ready  func()
+	wake   chan struct{} // cap 1: room in the prefetch, or ensured
+
+	mu       sync.Mutex
+	buf      []held                        // fetched, not taken; FIFO
+	pb       []held                        // pushed back, held locally until at; sorted by at
+	taken    map[*shaper.Job]jetstream.Msg // started, not yet acked or termed
+	depth    int                           // stream's messages (refreshed; adjusted locally)
+	capacity int
+	capDirty bool
+	closed   bool
+	s        jetstream.Stream
+	c        jetstream.Consumer
+	broken   error // ErrIncompatible found after start-up
+}
+
+var _ shaper.DurableQueue = (*Queue)(nil)
+
+// Queue returns downstream ls.Name's queue. It does no I/O: the stream and
+// consumer are ensured by its own goroutine once Bind starts it (start-up
+// calls Store.Ensure first, so an incompatible stream stops the daemon).
+func (st *Store) Queue(ls shaper.LaneSettings) (*Queue, error) {
+	if ls.Capacity < 1 {
+		return nil, fmt.Errorf("jsqueue: capacity must be >= 1, got %d", ls.Capacity)
+	}
+	q := &Queue{
+		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
+		prefetch: prefetchFor(ls), wake: make(chan struct{}, 1),
+		taken: map[*shaper.Job]jetstream.Msg{}, capacity: ls.Capacity,
+	}
+	q.ctx, q.cancel = context.WithCancel(context.Background())
+	return q, nil
+}
+
+// prefetchFor is how many fetched jobs a lane may hold: its concurrency, or
+// 20 ms of drain at its rate when that is more (a prefetch of 1 would cap a
+// fast lane at one start per fetch round trip), at most maxPrefetch.
+func prefetchFor(ls shaper.LaneSettings) int {
+	ahead := int(math.Ceil(ls.Rate * prefetchAhead.Seconds()))
+	return min(max(ls.Concurrency, ahead, 1), maxPrefetch)
+}
+
+// Bind starts fetching; ready is called when jobs were fetched.
+func (q *Queue) Bind(ready func()) {
+	q.ready = ready
+	q.wg.Go(q.maintain)
+	q.wg.Go(q.fetch)
+}
+
+// Close stops fetching, naks jobs fetched but not started (they are
+// redelivered at once to whichever instance drains next) and waits for the
+// queue's goroutines. Idempotent.
+func (q *Queue) Close() error {
+	q.handBack()
+	q.wg.Wait()
+	return nil
+}
+
+// handBack stops the goroutines (without waiting) and naks held jobs.
+func (q *Queue) handBack() {
+	q.cancel()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	for _, h := range append(q.buf, q.pb...) {
+		_ = h.msg.Nak()
+	}
+	q.buf, q.pb = nil, nil
+}
+
+// EnqueueAsync stores job in the stream (see shaper.DurableQueue).
+func (q *Queue) EnqueueAsync(job *shaper.Job, done func(int, error)) {
+	q.mu.Lock()
+	broken := q.broken
+	q.mu.Unlock()
+	if broken != nil {
+		done(0, broken)
+		return
+	}
+	q.st.publish(q, job, done)
+}
+
+// stored books a PubAck and returns the job's position.
+func (q *Queue) stored() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.depth++
+	return q.depth
+}
+
+func (q *Queue) streamHandle() jetstream.Stream {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.s
+}
+
+// Enqueue is not used for a durable queue (the shaper calls EnqueueAsync).
+func (q *Queue) Enqueue(*shaper.Job, time.Time) error {
+	return errors.New("jsqueue: Enqueue is not supported; use EnqueueAsync")
+}
+
+// NextReady returns when the next held job may start.
+func (q *Queue) NextReady() (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case len(q.pb) > 0:
+		return q.pb[0].at, true
+	case len(q.buf) > 0:
+		return q.buf[0].at, true
+	}
+	return time.Time{}, false
+}
+
+// Take hands out the next job: a pushed-back job first once its time came.
+func (q *Queue) Take(now time.Time) (*shaper.Job, time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var h held
+	switch {
+	case len(q.pb) > 0 && !q.pb[0].at.After(now):
+		h, q.pb = q.pb[0], q.pb[1:]
+	case len(q.buf) > 0:
+		h, q.buf = q.buf[0], q.buf[1:]
+	default:
+		return nil, time.Time{}, false
+	}
+	q.taken[h.job] = h.msg
+	q.signal()
+	return h.job, h.at, true
+}
+
+// Ack acknowledges a delivered job: the stream deletes it.
+func (q *Queue) Ack(job *shaper.Job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if m, ok := q.taken[job]; ok {
+		delete(q.taken, job)
+		_ = m.Ack()
+		q.depth = max(q.depth-1, 0)
+	}
+}
+
+// RetryLater naks job with the delay until at, so the retry waits in the
+// stream; a pushed-back job is held here (kept alive) while the lane
+// pauses, so the pushback does not count as a delivery.
+func (q *Queue) RetryLater(job *shaper.Job, at time.Time, pushback bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	m, ok := q.taken[job]
+	if !ok {
+		return
+	}
+	delete(q.taken, job)
+	if pushback && !q.closed {
+		i := len(q.pb)
+		for i > 0 && q.pb[i-1].at.After(at) {
+			i--
+		}
+		q.pb = append(q.pb, held{})
+		copy(q.pb[i+1:], q.pb[i:])
+		q.pb[i] = held{job: job, msg: m, at: at}
+		return
+	}
+	if d := time.Until(at); d > 0 {
+		_ = m.NakWithDelay(d)
+	} else {
+		_ = m.Nak()
+	}
+}
+
+// GiveUp terms job (its dead letter was published): the stream deletes it.
+func (q *Queue) GiveUp(job *shaper.Job) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if m, ok := q.taken[job]; ok {
+		delete(q.taken, job)
+		_ = m.TermWithReason("shaperd: dead-lettered")
+		q.depth = max(q.depth-1, 0)
+	}
+}
+
+// DropFront drops nothing: expiry of stored jobs is checked when a start
+// reaches them.
+func (q *Queue) DropFront(func(*shaper.Job) bool) []*shaper.Job { return nil }
+
+// Drain stops fetching and hands fetched jobs back to the stream; it
+// returns none, since the stored jobs stay stored (SPEC "Lifecycle").
+func (q *Queue) Drain() []*shaper.Job {
+	q.handBack()
+	return nil
+}
+
+// Len is the number of jobs in the stream (refreshed every 500 ms from the
+// server, adjusted for this instance's stores and acks in between).
+func (q *Queue) Len() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.depth
+}
+
+// Cap is the stream's bound.
+func (q *Queue) Cap() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.capacity
+}
+
+// SetCap changes the bound; the stream is updated in the background.
+func (q *Queue) SetCap(n int) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if n != q.capacity {
+		q.capacity, q.capDirty = n, true
+	}
+}
+
+// signal wakes the fetcher. Requires q.mu or nothing; never blocks.
+func (q *Queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}

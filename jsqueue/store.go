@@ -1,0 +1,204 @@
+package jsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// Defaults for zero fields of Settings.
+const (
+	DefaultStreamPrefix  = "SHAPER"
+	DefaultSubjectPrefix = "shaper.queue"
+	DefaultAckWait       = 15 * time.Second
+	DefaultPinnedTTL     = 5 * time.Second
+	DefaultMaxPending    = 4096
+	DefaultDedupeWindow  = 2 * time.Minute
+	// Group is the consumer's priority group; Consumer its durable name.
+	Group    = "shaperd"
+	Consumer = "shaperd"
+)
+
+// Settings configure the JetStream backend; zero fields take the defaults.
+type Settings struct {
+	StreamPrefix  string        // stream of downstream D: <StreamPrefix>_D
+	SubjectPrefix string        // its subject: <SubjectPrefix>.D
+	Replicas      int           // stream replicas; 0 = 1
+	Storage       string        // "file" (default) or "memory"
+	MaxMsgSize    int32         // largest stored message (payload + headers); 0 = server limit
+	DedupeWindow  time.Duration // duplicate window for Nats-Msg-Id
+	AckWait       time.Duration // redelivery after a crashed instance; held jobs are kept alive
+	PinnedTTL     time.Duration // failover: a pinned instance silent this long is replaced
+	MaxPending    int           // window of unacknowledged async publishes
+	Logger        *slog.Logger  // nil = discard
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.StreamPrefix == "" {
+		s.StreamPrefix = DefaultStreamPrefix
+	}
+	if s.SubjectPrefix == "" {
+		s.SubjectPrefix = DefaultSubjectPrefix
+	}
+	s.Replicas = max(s.Replicas, 1)
+	if s.Storage == "" {
+		s.Storage = "file"
+	}
+	if s.DedupeWindow <= 0 {
+		s.DedupeWindow = DefaultDedupeWindow
+	}
+	if s.AckWait <= 0 {
+		s.AckWait = DefaultAckWait
+	}
+	if s.PinnedTTL <= 0 {
+		s.PinnedTTL = DefaultPinnedTTL
+	}
+	if s.MaxPending <= 0 {
+		s.MaxPending = DefaultMaxPending
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// Store is the JetStream backend of one daemon: it builds a Queue per
+// durable downstream and owns the async publisher they share. Safe for
+// concurrent use.
+type Store struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	set Settings
+	log *slog.Logger
+
+	mu      sync.Mutex
+	pending map[*nats.Msg]pendingPub // async publishes awaiting their PubAck
+}
+
+type pendingPub struct {
+	q    *Queue
+	job  *shaper.Job
+	done func(int, error)
+}
+
+// New prepares the backend on nc. It does no I/O.
+func New(nc *nats.Conn, s Settings) (*Store, error) {
+	st := &Store{nc: nc, set: s.withDefaults(), pending: map[*nats.Msg]pendingPub{}}
+	st.log = st.set.Logger
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(st.set.MaxPending),
+		jetstream.WithPublishAsyncTimeout(10*time.Second),
+		jetstream.WithPublishAsyncAckHandler(st.onAck),
+		jetstream.WithPublishAsyncErrHandler(st.onErr),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	st.js = js
+	return st, nil
+}
+
+// StreamName returns the stream that holds downstream's queue.
+func (st *Store) StreamName(downstream string) string {
+	return st.set.StreamPrefix + "_" + downstream
+}
+
+// Subject returns the subject downstream's jobs are stored under.
+func (st *Store) Subject(downstream string) string {
+	return st.set.SubjectPrefix + "." + downstream
+}
+
+// Ensure creates or checks the stream and consumer of every durable lane,
+// returning every problem at once. It is what start-up calls while NATS is
+// reachable, so that an incompatible stream stops the daemon.
+func (st *Store) Ensure(ctx context.Context, lanes []shaper.LaneSettings) error {
+	var errs []error
+	for _, ls := range lanes {
+		if ls.Durable {
+			if _, _, err := st.ensure(ctx, ls.Name, ls.Capacity); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// publish stores job for q; done gets the PubAck's answer.
+func (st *Store) publish(q *Queue, job *shaper.Job, done func(int, error)) {
+	m := encode(q.subject, job)
+	st.mu.Lock()
+	st.pending[m] = pendingPub{q: q, job: job, done: done}
+	st.mu.Unlock()
+	if _, err := st.js.PublishMsgAsync(m); err != nil {
+		if p, ok := st.take(m); ok {
+			p.done(0, fmt.Errorf("publish to %s: %w", q.subject, err))
+		}
+	}
+}
+
+func (st *Store) take(m *nats.Msg) (pendingPub, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	p, ok := st.pending[m]
+	delete(st.pending, m)
+	return p, ok
+}
+
+// onAck runs on the publisher's ack goroutine: it must not block.
+func (st *Store) onAck(_ jetstream.JetStream, m *nats.Msg, pa *jetstream.PubAck) {
+	p, ok := st.take(m)
+	if !ok {
+		return
+	}
+	if pa.Duplicate {
+		go st.duplicate(p, pa.Sequence) // looks the original up: I/O
+		return
+	}
+	p.done(p.q.stored(), nil)
+}
+
+// duplicate answers a publish the stream's duplicate window refused, with
+// the id of the job stored first.
+func (st *Store) duplicate(p pendingPub, seq uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s := p.q.streamHandle()
+	if s == nil { // not ensured yet
+		s, _ = st.js.Stream(ctx, p.q.stream)
+	}
+	if s != nil {
+		if raw, err := s.GetMsg(ctx, seq); err == nil && raw.Header.Get(hdrJobID) != "" {
+			p.job.ID = raw.Header.Get(hdrJobID)
+		}
+	}
+	p.done(0, shaper.ErrDuplicate)
+}
+
+func (st *Store) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+	p, ok := st.take(m)
+	if !ok {
+		return
+	}
+	if isFull(err) {
+		err = fmt.Errorf("%w: stream %s: %v", queue.ErrFull, p.q.stream, err)
+	} else {
+		err = fmt.Errorf("store in stream %s: %w", p.q.stream, err)
+	}
+	p.done(0, err)
+}
+
+// isFull reports a refusal by a stream at its MaxMsgs with discard new.
+func isFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum messages")
+}

@@ -1,0 +1,111 @@
+package jsqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrIncompatible reports an existing stream or consumer whose settings the
+// queue cannot use; it is never changed automatically.
+var ErrIncompatible = errors.New("jsqueue: existing stream is incompatible")
+
+// streamConfig is the stream that holds downstream's queue.
+func (st *Store) streamConfig(downstream string, capacity int) jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if st.set.Storage == "memory" {
+		storage = jetstream.MemoryStorage
+	}
+	return jetstream.StreamConfig{
+		Name:        st.StreamName(downstream),
+		Description: "shaperd queue of downstream " + downstream,
+		Subjects:    []string{st.Subject(downstream)},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     storage,
+		Replicas:    st.set.Replicas,
+		MaxMsgs:     int64(capacity),
+		Discard:     jetstream.DiscardNew,
+		MaxMsgSize:  st.set.MaxMsgSize,
+		Duplicates:  st.set.DedupeWindow,
+	}
+}
+
+func (st *Store) consumerConfig() jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        Consumer,
+		Description:    "shaperd drain: one pinned instance at a time",
+		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckWait:        st.set.AckWait,
+		MaxDeliver:     -1, // shaperd terms a job after max_attempts (dead letter first)
+		MaxAckPending:  -1, // retries wait nak'ed in the stream; capacity bounds them
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PinnedTTL:      st.set.PinnedTTL,
+		PriorityGroups: []string{Group},
+	}
+}
+
+// ensure creates downstream's stream and consumer, or checks an existing
+// stream: incompatible settings are an ErrIncompatible naming each; the
+// capacity, message size and duplicate window are updated to the config.
+func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (jetstream.Stream, jetstream.Consumer, error) {
+	want := st.streamConfig(downstream, capacity)
+	s, err := st.js.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		if s, err = st.js.CreateStream(ctx, want); err != nil {
+			return nil, nil, fmt.Errorf("create stream %s: %w", want.Name, err)
+		}
+		st.log.Info("jetstream queue stream created", "stream", want.Name, "subject", want.Subjects[0],
+			"replicas", want.Replicas, "storage", want.Storage.String(), "max_msgs", want.MaxMsgs)
+	case err != nil:
+		return nil, nil, fmt.Errorf("look up stream %s: %w", want.Name, err)
+	default:
+		have := s.CachedInfo().Config
+		if err := incompatible(have, want); err != nil {
+			return nil, nil, err
+		}
+		if have.MaxMsgs != want.MaxMsgs || have.MaxMsgSize != want.MaxMsgSize || have.Duplicates != want.Duplicates {
+			upd := have
+			upd.MaxMsgs, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxMsgSize, want.Duplicates
+			if s, err = st.js.UpdateStream(ctx, upd); err != nil {
+				return nil, nil, fmt.Errorf("update stream %s (max_msgs %d, max_msg_size %d, duplicates %s): %w",
+					want.Name, want.MaxMsgs, want.MaxMsgSize, want.Duplicates, err)
+			}
+		}
+	}
+	c, err := st.js.CreateOrUpdateConsumer(ctx, want.Name, st.consumerConfig())
+	if err != nil {
+		return nil, nil, fmt.Errorf("stream %s: create consumer %s: %w", want.Name, Consumer, err)
+	}
+	return s, c, nil
+}
+
+// incompatible compares the settings that are never changed automatically.
+func incompatible(have, want jetstream.StreamConfig) error {
+	var errs []error
+	bad := func(setting string, h, w any) {
+		errs = append(errs, fmt.Errorf("%w: stream %s: %s is %v, shaperd needs %v; it is not changed automatically: "+
+			"move its jobs and delete it (nats stream rm %s), or set nats.jetstream.stream_prefix to use other streams",
+			ErrIncompatible, have.Name, setting, h, w, have.Name))
+	}
+	if have.Retention != want.Retention {
+		bad("retention", have.Retention, want.Retention)
+	}
+	if have.Storage != want.Storage {
+		bad("storage", have.Storage, want.Storage)
+	}
+	if have.Replicas != want.Replicas {
+		bad("replicas", have.Replicas, want.Replicas)
+	}
+	if have.Discard != want.Discard {
+		bad("discard", have.Discard, want.Discard)
+	}
+	if !slices.Equal(have.Subjects, want.Subjects) {
+		bad("subjects", "["+strings.Join(have.Subjects, ", ")+"]", "["+strings.Join(want.Subjects, ", ")+"]")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,125 @@
+package jsqueue
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper"
+)
+
+func runStore(t *testing.T) (*Store, jetstream.JetStream) {
+	t.Helper()
+	opts := natsserver.DefaultTestOptions
+	opts.Port = -1
+	opts.JetStream = true
+	opts.StoreDir = t.TempDir()
+	srv := natsserver.RunServer(&opts)
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := New(nc, Settings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	return st, js
+}
+
+// An existing stream with settings the queue cannot use is reported, naming
+// stream, setting, existing and wanted value, and left unchanged.
+func TestEnsureIncompatibleStream(t *testing.T) {
+	st, js := runStore(t)
+	ctx := context.Background()
+	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SHAPER_printer", Subjects: []string{"shaper.queue.printer"},
+		Retention: jetstream.LimitsPolicy, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = st.Ensure(ctx, []shaper.LaneSettings{{Name: "printer", Capacity: 10, Durable: true}})
+	if !errors.Is(err, ErrIncompatible) {
+		t.Fatalf("Ensure: %v, want ErrIncompatible", err)
+	}
+	for _, want := range []string{
+		"stream SHAPER_printer: retention is Limits, shaperd needs WorkQueue",
+		"stream SHAPER_printer: storage is Memory, shaperd needs File",
+		"nats stream rm SHAPER_printer",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	s, _ := js.Stream(ctx, "SHAPER_printer")
+	if s.CachedInfo().Config.Retention != jetstream.LimitsPolicy {
+		t.Error("the stream was changed")
+	}
+}
+
+// The capacity is the stream's MaxMsgs with discard new: the store's
+// refusal is queue.ErrFull; a changed capacity updates the stream.
+func TestEnqueueFullAndSetCap(t *testing.T) {
+	st, js := runStore(t)
+	ls := shaper.LaneSettings{Name: "printer", Capacity: 2, Rate: 1, Durable: true}
+	if err := st.Ensure(context.Background(), []shaper.LaneSettings{ls}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := st.Queue(ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := func(id string) (int, error) {
+		type res struct {
+			pos int
+			err error
+		}
+		ch := make(chan res, 1)
+		q.EnqueueAsync(&shaper.Job{ID: id, Payload: []byte(id), Enqueued: time.Now()},
+			func(pos int, err error) { ch <- res{pos, err} })
+		r := <-ch
+		return r.pos, r.err
+	}
+	for i, id := range []string{"a", "b"} {
+		if pos, err := store(id); err != nil || pos != i+1 {
+			t.Fatalf("store %s: position %d, %v", id, pos, err)
+		}
+	}
+	if _, err := store("c"); !errors.Is(err, queue.ErrFull) {
+		t.Fatalf("third store into capacity 2: %v, want queue.ErrFull", err)
+	}
+	q.Bind(func() {})
+	defer q.Close()
+	q.SetCap(3)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, _ := js.Stream(context.Background(), "SHAPER_printer")
+		if s.CachedInfo().Config.MaxMsgs == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("SetCap(3) did not update the stream's max_msgs")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestPrefetch(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64
+		conc int
+		want int
+	}{{1, 1, 1}, {50, 1, 1}, {1000, 1, 20}, {1000, 64, 64}, {1e6, 1, maxPrefetch}} {
+		if got := prefetchFor(shaper.LaneSettings{Rate: tc.rate, Concurrency: tc.conc}); got != tc.want {
+			t.Errorf("prefetchFor(rate %g, concurrency %d) = %d, want %d", tc.rate, tc.conc, got, tc.want)
+		}
+	}
+}

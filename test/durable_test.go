@@ -1,0 +1,197 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// durableLane renders one downstream's YAML block with the jetstream backend.
+func durableLane(name, rate string, capacity int, extra, url string) string {
+	return fmt.Sprintf(`
+  %s:
+    rate: %s
+    queue: { capacity: %d, backend: jetstream }
+    sink:
+      http: { url: %q, timeout: 2s }
+%s`, name, rate, capacity, url, extra)
+}
+
+// streamMsgs returns how many jobs the downstream's stream holds.
+func streamMsgs(t *testing.T, nc *nats.Conn, downstream string) uint64 {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, "SHAPER_"+downstream)
+	if err != nil {
+		t.Fatalf("stream of %s: %v", downstream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// The durable queue holds exactly capacity jobs (the stream's bound),
+// replies accepted only once stored, and drains them at the rate.
+func TestDurableBurstAndPace(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(durableLane("printer", "10/s", 10, "", ds.URL)))
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/printer/pause", http.StatusOK)
+	accepted, full := 0, 0
+	for i := range 15 {
+		r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil)
+		switch {
+		case r.Status == "accepted":
+			accepted++
+			if r.Position < 1 {
+				t.Errorf("accepted with position %d", r.Position)
+			}
+		case r.Reason == "queue_full":
+			full++ // no Retry-After: the lane is paused, so no slot is due
+		default:
+			t.Fatalf("unexpected reply %+v", r)
+		}
+	}
+	if accepted != 10 || full != 5 {
+		t.Fatalf("accepted %d, queue_full %d; want 10 and 5", accepted, full)
+	}
+	if n := streamMsgs(t, in.nc, "printer"); n != 10 {
+		t.Fatalf("stream holds %d jobs, want 10", n)
+	}
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/printer/resume", http.StatusOK)
+	hits := ds.waitHits(t, 10, 10*time.Second)
+	for i := 1; i < len(hits); i++ {
+		if gap := hits[i].at.Sub(hits[i-1].at); gap < 80*time.Millisecond {
+			t.Errorf("start %d only %s after the previous one at 10/s", i, gap)
+		}
+	}
+	waitFor(t, 5*time.Second, func() bool { return streamMsgs(t, in.nc, "printer") == 0 }, "stream empty after acks")
+}
+
+// Jobs queued at shutdown stay in the stream (no shutdown dead letters) and
+// the next daemon delivers them.
+func TestDurableSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	conf := baseConfig(durableLane("printer", "20/s", 100, "    dead_letter: dl.printer\n", ds.URL))
+	in := startDaemon(t, srv, conf)
+	dead := subscribeDead(t, in.nc, "dl.printer")
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/printer/pause", http.StatusOK)
+	for i := range 20 {
+		if r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil); r.Status != "accepted" {
+			t.Fatalf("job %d: %+v", i, r)
+		}
+	}
+	in.stop(t)
+	select {
+	case m := <-dead:
+		t.Fatalf("dead letter at shutdown of a durable queue: %s", m.Header.Get("Shaper-Reason"))
+	case <-time.After(200 * time.Millisecond):
+	}
+	if len(ds.snapshot()) != 0 {
+		t.Fatal("paused lane delivered")
+	}
+	startDaemon(t, srv, conf)
+	hits := ds.waitHits(t, 20, 10*time.Second)
+	seen := map[string]bool{}
+	for _, h := range hits {
+		seen[h.body] = true
+	}
+	if len(seen) != 20 {
+		t.Fatalf("%d distinct jobs delivered after restart, want 20", len(seen))
+	}
+}
+
+// A job that always fails ends in the dead letter after max_attempts, with
+// backoff waits in the stream, and is then deleted (never loops).
+func TestDurablePoisonJobDeadLettered(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	ds.respond = func(int, *http.Request) (int, map[string]string) { return http.StatusInternalServerError, nil }
+	in := startDaemon(t, srv, baseConfig(durableLane("printer", "50/s", 10,
+		"    retry: { max_attempts: 3, initial_backoff: 50ms, max_backoff: 100ms }\n    dead_letter: dl.printer\n", ds.URL)))
+	dead := subscribeDead(t, in.nc, "dl.printer")
+	if r := in.request(t, "shaper.jobs.printer", []byte("poison"), nil); r.Status != "accepted" {
+		t.Fatalf("%+v", r)
+	}
+	m := recvMsg(t, dead, 10*time.Second)
+	if m.Header.Get("Shaper-Reason") != "failed" || string(m.Data) != "poison" {
+		t.Fatalf("dead letter %q %v", m.Data, m.Header)
+	}
+	hits := ds.snapshot()
+	if len(hits) != 3 {
+		t.Fatalf("%d tries, want 3 (max_attempts)", len(hits))
+	}
+	for i, h := range hits {
+		if h.attempt != i+1 {
+			t.Errorf("try %d has Shaper-Attempt %d", i+1, h.attempt)
+		}
+	}
+	waitFor(t, 5*time.Second, func() bool { return streamMsgs(t, in.nc, "printer") == 0 }, "poison job deleted from the stream")
+	time.Sleep(300 * time.Millisecond)
+	if n := len(ds.snapshot()); n != 3 {
+		t.Fatalf("%d tries after dead letter, want 3", n)
+	}
+}
+
+// A pushback (429 Retry-After) does not burn attempts; an expired job is
+// dead-lettered and never sent.
+func TestDurableExpiredNeverSent(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(durableLane("printer", "20/s", 10, "    dead_letter: dl.printer\n", ds.URL)))
+	dead := subscribeDead(t, in.nc, "dl.printer")
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/printer/pause", http.StatusOK)
+	if r := in.request(t, "shaper.jobs.printer", []byte("late"), map[string]string{"Shaper-Max-Wait": "200ms"}); r.Status != "accepted" {
+		t.Fatalf("%+v", r)
+	}
+	time.Sleep(400 * time.Millisecond)
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/printer/resume", http.StatusOK)
+	m := recvMsg(t, dead, 5*time.Second)
+	if m.Header.Get("Shaper-Reason") != "expired" {
+		t.Fatalf("reason %q", m.Header.Get("Shaper-Reason"))
+	}
+	if n := len(ds.snapshot()); n != 0 {
+		t.Fatalf("expired job was sent (%d hits)", n)
+	}
+}
+
+// A repeated Nats-Msg-Id is stored once, also across a restart of the
+// daemon (the stream's duplicate window), and answered duplicate.
+func TestDurableDedupeAcrossRestart(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	conf := baseConfig(durableLane("printer", "20/s", 10, "", ds.URL))
+	in := startDaemon(t, srv, conf)
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/printer/pause", http.StatusOK)
+	first := in.request(t, "shaper.jobs.printer", []byte("x"), map[string]string{"Nats-Msg-Id": "order-1"})
+	in.stop(t)
+	in2 := startDaemon(t, srv, conf)
+	_ = in2.do(t, http.MethodPost, "/v1/downstreams/printer/pause", http.StatusOK)
+	again := in2.request(t, "shaper.jobs.printer", []byte("x"), map[string]string{"Nats-Msg-Id": "order-1"})
+	if !again.Duplicate || again.JobID != first.JobID {
+		t.Fatalf("repeat after restart: %+v, first job %s", again, first.JobID)
+	}
+	if n := streamMsgs(t, in2.nc, "printer"); n != 1 {
+		t.Fatalf("stream holds %d jobs, want 1", n)
+	}
+	_ = strings.TrimSpace
+}

@@ -1,0 +1,91 @@
+package test
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// proc is a shaperd process under test.
+type proc struct {
+	cmd    *exec.Cmd
+	admin  string // http://host:port
+	exited chan error
+	stderr *syncBuffer
+}
+
+// startShaperd runs the shaperd binary with yaml (%ADMIN% is replaced by a
+// free loopback address) and waits until /readyz says ready.
+func startShaperd(t *testing.T, yaml string) *proc {
+	t.Helper()
+	addr := freeAddr(t)
+	path := filepath.Join(t.TempDir(), "shaper.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "%ADMIN%", addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{cmd: exec.Command(shaperdBinary(t), "-config", path), admin: "http://" + addr,
+		exited: make(chan error, 1), stderr: &syncBuffer{}}
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.kill(t) })
+	waitReady(t, p.admin, p.exited, p.stderr)
+	return p
+}
+
+// kill sends SIGKILL and waits for the process to be gone (idempotent).
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Errorf("shaperd did not die within 10s of SIGKILL")
+	}
+}
+
+// laneStatus is the part of GET /v1/downstreams the tests read.
+type laneStatus struct {
+	Name    string `json:"name"`
+	Depth   int    `json:"depth"`
+	Started uint64 `json:"started"`
+}
+
+// lanes returns the process's downstream table, or nil if it cannot answer.
+func (p *proc) lanes() []laneStatus {
+	resp, err := http.Get(p.admin + "/v1/downstreams")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Downstreams []laneStatus `json:"downstreams"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&v) != nil {
+		return nil
+	}
+	return v.Downstreams
+}
+
+func (p *proc) post(t *testing.T, path string) {
+	t.Helper()
+	resp, err := http.Post(p.admin+path, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %d", path, resp.StatusCode)
+	}
+}
