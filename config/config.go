@@ -25,6 +25,20 @@ type NATS struct {
 	Password string   `mapstructure:"password"`
 	Token    string   `mapstructure:"token"`
 	TLS      TLS      `mapstructure:"tls"`
+	// JetStream configures the durable queue backend (queue.backend:
+	// jetstream). Like every nats.* key, a change needs a restart.
+	JetStream JetStream `mapstructure:"jetstream"`
+}
+
+// JetStream configures the streams and consumers of durable queues: one
+// stream <stream_prefix>_<downstream> on subject <subject_prefix>.<downstream>.
+type JetStream struct {
+	StreamPrefix  string        `mapstructure:"stream_prefix"`
+	SubjectPrefix string        `mapstructure:"subject_prefix"`
+	Replicas      int           `mapstructure:"replicas"`
+	Storage       string        `mapstructure:"storage"` // file | memory
+	AckWait       time.Duration `mapstructure:"ack_wait"`
+	PinnedTTL     time.Duration `mapstructure:"pinned_ttl"`
 }
 
 // Embedded configures the in-process NATS server.
@@ -40,9 +54,28 @@ type TLS struct {
 	Key  string `mapstructure:"key"`
 }
 
-// Admin configures the admin HTTP listener.
+// Admin configures the admin HTTP listener. Every admin key needs a
+// restart to change.
 type Admin struct {
-	Listen string `mapstructure:"listen"`
+	Listen    string         `mapstructure:"listen"`
+	BasicAuth AdminBasicAuth `mapstructure:"basic_auth"`
+	TLS       AdminTLS       `mapstructure:"tls"`
+}
+
+// AdminBasicAuth protects every admin route but /healthz and /readyz with
+// HTTP basic auth. Both fields or neither; the zero value is no auth.
+type AdminBasicAuth struct {
+	Username string `mapstructure:"username"`
+	// PasswordHash is a bcrypt hash ($2a$, $2b$ or $2y$), e.g. from
+	// `htpasswd -nbBC 10 USER PASSWORD`. Never printed.
+	PasswordHash string `mapstructure:"password_hash"`
+}
+
+// AdminTLS makes the admin listener serve HTTPS. Both files or neither; the
+// zero value is plain HTTP.
+type AdminTLS struct {
+	CertFile string `mapstructure:"cert_file"` // PEM certificate (chain)
+	KeyFile  string `mapstructure:"key_file"`  // PEM private key
 }
 
 // Ingress configures job intake.

@@ -9,6 +9,10 @@ func Defaults() Config {
 	return Config{
 		NATS: NATS{
 			Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
+			JetStream: JetStream{
+				StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
+				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
+			},
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{

@@ -31,6 +31,6 @@
 //
 //	downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
 //
-// Secrets (nats.password, nats.token, header values, URL credentials) never
-// appear in messages, String or Redacted.
+// Secrets (nats.password, nats.token, admin.basic_auth.password_hash, header
+// values, URL credentials) never appear in messages, String or Redacted.
 package config

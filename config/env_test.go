@@ -42,6 +42,15 @@ func TestEnvOverrides(t *testing.T) {
 		{"env makes admission present", "testdata/minimal.yaml", []string{"SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_MODE=gcra", "SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_RATE=10/m", "SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_BURST=3"}, func(t *testing.T, c Config) {
 			eq(t, *c.Downstreams["printer"].Admission, Admission{Mode: "gcra", Rate: Rate(10.0 / 60), Burst: 3})
 		}},
+		{"admin auth and tls", "testdata/minimal.yaml", []string{
+			"SHAPER_ADMIN_BASIC_AUTH_USERNAME=ops",
+			"SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH=$2a$10$bQ54WnuLwH/t/HFN0qzCZuN7EnIxb9CPAfLrsCF/3MTnLwwD/jwbi",
+			"SHAPER_ADMIN_TLS_CERT_FILE=/etc/shaper/admin.crt",
+			"SHAPER_ADMIN_TLS_KEY_FILE=/etc/shaper/admin.key",
+		}, func(t *testing.T, c Config) {
+			eq(t, c.Admin.BasicAuth, AdminBasicAuth{Username: "ops", PasswordHash: "$2a$10$bQ54WnuLwH/t/HFN0qzCZuN7EnIxb9CPAfLrsCF/3MTnLwwD/jwbi"})
+			eq(t, c.Admin.TLS, AdminTLS{CertFile: "/etc/shaper/admin.crt", KeyFile: "/etc/shaper/admin.key"})
+		}},
 		{"empty and unrelated vars are ignored", "testdata/minimal.yaml", []string{"SHAPER_DOWNSTREAMS_PRINTER_RATE=", "SHAPER_DOWNSTREAMS_GHOST_RATE=9/s", "PATH=/bin", "SHAPER_NOT_A_KEY=1"}, func(t *testing.T, c Config) {
 			eq(t, c.Downstreams["printer"].Rate, Rate(2))
 			eq(t, len(c.Downstreams), 1)

@@ -120,5 +120,6 @@ func lookup(root reflect.Value, index []int) (v reflect.Value, ok bool) {
 
 // isSecret reports whether the value of key must never be printed.
 func isSecret(key string) bool {
-	return key == "nats.password" || key == "nats.token" || strings.Contains(key, ".sink.http.headers.")
+	return key == "nats.password" || key == "nats.token" || key == "admin.basic_auth.password_hash" ||
+		strings.Contains(key, ".sink.http.headers.")
 }

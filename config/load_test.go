@@ -51,6 +51,17 @@ downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env 
 nats.token: cannot be combined with nats.user, nats.creds or nats.nkey; use one way to authenticate (env SHAPER_NATS_TOKEN)`},
 		{"bad_header", `downstreams.printer.sink.http.headers.authorization: expected a header value, got a list
 downstreams.printer.sink.http.headers.x.tenant: "x.tenant" is not a header name; use letters, digits and -`},
+		{"admin_auth_no_hash", `admin.basic_auth.password_hash: required when admin.basic_auth.username is set; write a bcrypt hash, e.g. from htpasswd -nbBC 10 USER PASSWORD (env SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH)`},
+		{"admin_auth_no_user", `admin.basic_auth.username: required when admin.basic_auth.password_hash is set (env SHAPER_ADMIN_BASIC_AUTH_USERNAME)`},
+		{"admin_bad_username", `admin.basic_auth.username: "ops:admin" cannot be a basic auth user name; it must not contain ':' or control characters (env SHAPER_ADMIN_BASIC_AUTH_USERNAME)`},
+		{"admin_bad_hash", `admin.basic_auth.password_hash: is not a bcrypt hash (60 characters starting $2a$, $2b$ or $2y$; the value is not shown); write one e.g. with htpasswd -nbBC 10 USER PASSWORD (env SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH)`},
+		{"admin_hash_cost", `admin.basic_auth.password_hash: bcrypt cost 13 makes every admin request take seconds; use a cost of 4..12 (10 is usual) (env SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH)`},
+		{"admin_tls_half", `admin.tls.key_file: required when admin.tls.cert_file is set; set both or neither (neither serves plain HTTP) (env SHAPER_ADMIN_TLS_KEY_FILE)`},
+		{"bad_jetstream", `nats.jetstream.pinned_ttl: must be 1s..1h, got 100ms (env SHAPER_NATS_JETSTREAM_PINNED_TTL)
+nats.jetstream.replicas: must be 1..5 (3 for a 3-node cluster), got 7 (env SHAPER_NATS_JETSTREAM_REPLICAS)
+nats.jetstream.storage: "disk" is not a storage type; use file (survives a NATS restart) or memory (env SHAPER_NATS_JETSTREAM_STORAGE)
+nats.jetstream.stream_prefix: "SHAPER.Q" is not a stream name prefix; use 1..32 letters, digits, - and _, e.g. SHAPER (env SHAPER_NATS_JETSTREAM_STREAM_PREFIX)
+nats.jetstream.subject_prefix: "shaper.jobs.stored" overlaps ingress.subject_prefix "shaper.jobs", so stored jobs would loop back into the intake; use another subject, e.g. shaper.queue (env SHAPER_NATS_JETSTREAM_SUBJECT_PREFIX)`},
 		{"truncated", `config file "testdata/truncated.yaml": invalid YAML: line 3: found unexpected end of stream`},
 		{"not_a_mapping", `config file "testdata/not_a_mapping.yaml": invalid YAML: unmarshal errors: line 1: cannot unmarshal !!seq into map[string]interface {}`},
 		// Several problems at once, sorted by key: parse errors, unknown
@@ -77,7 +88,7 @@ ingress.max_payload: "huge" is not a size; write e.g. 512B, 64KiB or 1MiB (env S
 			if !reflect.DeepEqual(cfg, Config{}) {
 				t.Errorf("Load returned a non-zero Config with an error")
 			}
-			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cr3t") {
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cr3t") || strings.Contains(err.Error(), "$2a$1") {
 				t.Errorf("error leaks a secret: %s", err)
 			}
 		})
@@ -128,7 +139,9 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("Defaults().Validate(): %v", err)
 	}
 	want := Config{
-		NATS:  NATS{Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"}},
+		NATS: NATS{Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
+			JetStream: JetStream{StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
+				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second}},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{SubjectPrefix: "shaper.jobs", QueueGroup: "shaper", KeyHeader: "Shaper-Key",
 			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute},

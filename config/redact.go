@@ -13,12 +13,15 @@ import (
 const redacted = "REDACTED"
 
 // Redacted returns a deep copy of c that is safe to log: nats.password,
-// nats.token, every HTTP sink header value and the credentials in URLs are
-// replaced by REDACTED. Empty secrets stay empty, so it still shows which
+// nats.token, admin.basic_auth.password_hash, every HTTP sink header value
+// and the credentials in URLs are replaced by REDACTED. Empty secrets stay empty, so it still shows which
 // are set.
 func (c Config) Redacted() Config {
 	r := c
 	r.NATS = c.NATS.redacted()
+	if r.Admin.BasicAuth.PasswordHash != "" {
+		r.Admin.BasicAuth.PasswordHash = redacted
+	}
 	if c.Downstreams != nil {
 		r.Downstreams = make(map[string]Downstream, len(c.Downstreams))
 	}

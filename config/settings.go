@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/shaperd/shaper/limiter"
 	"github.com/shaperd/shaper/shaper"
@@ -32,6 +33,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			},
 			Sink:       d.Sink.spec(),
 			DeadLetter: d.DeadLetter,
+			Durable:    d.Queue.Backend == BackendJetStream,
 		})
 	}
 	return s
@@ -69,8 +71,8 @@ func (s Sink) spec() shaper.SinkSpec {
 }
 
 // RestartRequired returns the keys that differ between old and next and
-// cannot change while running, sorted: every changed nats.* key,
-// admin.listen, ingress.subject_prefix, ingress.queue_group, and
+// cannot change while running, sorted: every changed nats.* and admin.*
+// key, ingress.subject_prefix, ingress.queue_group, and
 // downstreams.NAME.queue.backend for a downstream in both configs. Adding
 // or removing a downstream is not listed. nil means next can be applied in
 // place.
@@ -98,8 +100,8 @@ func RestartRequired(old, next Config) []string {
 
 func restartKey(path string) bool {
 	switch path {
-	case "admin.listen", "ingress.subject_prefix", "ingress.queue_group":
+	case "ingress.subject_prefix", "ingress.queue_group":
 		return true
 	}
-	return len(path) > 5 && path[:5] == "nats."
+	return strings.HasPrefix(path, "nats.") || strings.HasPrefix(path, "admin.")
 }

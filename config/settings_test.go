@@ -79,6 +79,10 @@ func TestRestartRequired(t *testing.T) {
 			c.Ingress.QueueGroup = "other"
 			c.Ingress.MaxPayload = 2 << 20 // in place
 		}, []string{"admin.listen", "ingress.queue_group", "ingress.subject_prefix"}},
+		{"admin auth and tls", func(c *Config) {
+			c.Admin.BasicAuth = AdminBasicAuth{Username: "ops", PasswordHash: "$2a$10$x"}
+			c.Admin.TLS.CertFile = "admin.crt"
+		}, []string{"admin.basic_auth.password_hash", "admin.basic_auth.username", "admin.tls.cert_file"}},
 		{"backend", func(c *Config) {
 			d := c.Downstreams["legacy-erp"]
 			d.Queue.Backend = "jetstream"
@@ -103,6 +107,8 @@ func TestRedacted(t *testing.T) {
 		"SHAPER_NATS_URL=nats://alice:hunter2@10.0.0.5:4222",
 		"SHAPER_NATS_USER=alice",
 		"SHAPER_NATS_PASSWORD=hunter2",
+		"SHAPER_ADMIN_BASIC_AUTH_USERNAME=ops",
+		"SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH=$2a$10$bQ54WnuLwH/t/HFN0qzCZuN7EnIxb9CPAfLrsCF/3MTnLwwD/jwbi",
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -110,17 +116,20 @@ func TestRedacted(t *testing.T) {
 	r := cfg.Redacted()
 	eq(t, r.NATS.Password, "REDACTED")
 	eq(t, r.NATS.Token, "")
+	eq(t, r.Admin.BasicAuth.PasswordHash, "REDACTED")
 	eq(t, r.Downstreams["printer"].Sink.HTTP.Headers["x-api-key"], "REDACTED")
 	eq(t, cfg.Downstreams["printer"].Sink.HTTP.Headers["x-api-key"], "secret-key") // the original is untouched
 	eq(t, cfg.NATS.Password, "hunter2")
 	for _, s := range []string{cfg.String(), fmt.Sprint(cfg), fmt.Sprintf("%+v", cfg), cfg.NATS.String(), fmt.Sprintf("%v", cfg.NATS)} {
-		if strings.Contains(s, "hunter2") || strings.Contains(s, "secret-key") {
+		if strings.Contains(s, "hunter2") || strings.Contains(s, "secret-key") || strings.Contains(s, "bQ54Wnu") {
 			t.Errorf("leaks a secret:\n%s", s)
 		}
 	}
 	for _, line := range []string{
 		"nats.url: nats://REDACTED@10.0.0.5:4222",
 		"nats.password: REDACTED",
+		"admin.basic_auth.username: ops",
+		"admin.basic_auth.password_hash: REDACTED",
 		"downstreams.printer.rate: 2/s",
 		"downstreams.printer.sink.http.headers.x-api-key: REDACTED",
 	} {

@@ -26,6 +26,9 @@ const maxDedupeIDs = 1 << 20
 type Options struct {
 	Logger   *slog.Logger         // nil: slog.Default()
 	Registry *prometheus.Registry // nil: a fresh registry (never the global one)
+	// HistoryInterval is how often the status page's history samples the
+	// downstreams; 0: DefaultHistoryInterval (2s). Tests shorten it.
+	HistoryInterval time.Duration
 }
 
 // Daemon is one shaperd. Create it with New, start it with Run.
@@ -35,6 +38,7 @@ type Daemon struct {
 	metrics *daemonMetrics
 	jobs    *shaper.Metrics
 	dedupe  *dedupe
+	history *history
 
 	mu  sync.Mutex // guards cfg and serialises Reload
 	cfg config.Config
@@ -74,6 +78,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		metrics: newDaemonMetrics(opts.Registry),
 		jobs:    shaper.NewMetrics(opts.Registry),
 		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
+		history: newHistory(opts.HistoryInterval),
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
@@ -82,16 +87,10 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 }
 
 // Supported reports config this build cannot run, one line per problem.
+// Every backend config.Validate accepts (jetstream, memory) is supported;
+// the check stays so that cmd/shaperd and Reload keep one place to ask.
 func Supported(cfg config.Config) error {
-	var errs []error
-	for name, ds := range cfg.Downstreams {
-		if ds.Queue.Backend != "memory" {
-			errs = append(errs, fmt.Errorf(
-				"downstreams.%s.queue.backend: %q is not available in this build yet (the durable JetStream queue is planned); set queue.backend: memory (env %s)",
-				name, ds.Queue.Backend, config.EnvName("downstreams."+name+".queue.backend")))
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 func newView(cfg config.Config) *view {
@@ -145,7 +144,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	d.natsURL.Store(url)
 
-	stopAdmin, err := d.startAdmin(cfg.Admin.Listen)
+	stopAdmin, err := d.startAdmin(cfg.Admin)
 	if err != nil {
 		return err
 	}
@@ -157,11 +156,16 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	cleanups = append(cleanups, func() error { return closeNATS(nc) })
 
+	queues, err := d.durableQueues(ctx, cfg, nc)
+	if err != nil {
+		return err
+	}
 	sh, err := shaper.New(cfg.ShaperSettings(), shaper.Deps{
 		Sinks:      d.sinkFactory(nc),
 		DeadLetter: &deadLetterer{nc: nc},
 		Metrics:    d.jobs,
 		Logger:     d.log,
+		Queues:     queues,
 	})
 	if err != nil {
 		return fmt.Errorf("start shaper: %w", err)
@@ -171,6 +175,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	shDone := make(chan error, 1)
 	go func() { shDone <- sh.Run(shCtx) }()
 	cleanups = append(cleanups, func() error { stopShaper(); return <-shDone })
+	cleanups = append(cleanups, d.history.start(ctx, sh.Lanes))
 
 	sub, err := d.subscribe(nc, sh, cfg)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -46,16 +47,36 @@ func (in *intake) handle(msg *nats.Msg) {
 		}
 	}
 	job.ID = in.newJobID()
-	rc := in.shaper.SubmitAt(now, job)
+	job.DedupeID = msgID
+	// A durable lane answers from its store's acknowledgement, on another
+	// goroutine: handle does not wait, so intake never serialises on the
+	// store's round trip.
+	in.shaper.SubmitFunc(job, func(rc shaper.Receipt) { in.answer(msg, job, msgID, now, rc) })
+}
+
+// answer replies to one submission. It may run concurrently with handle
+// (durable lanes), so it builds its reply in a pooled buffer, not in.replies.
+func (in *intake) answer(msg *nats.Msg, job *shaper.Job, msgID string, now time.Time, rc shaper.Receipt) {
 	if !rc.Accepted {
 		in.answerRejected(msg, job, rc.Reason, rc.RetryAfter, rc.Err)
 		return
 	}
+	if rc.Duplicate {
+		in.metrics.duplicates.Inc()
+	}
 	if msgID != "" {
 		in.dedupe.remember(now, msgID, rc.JobID)
 	}
-	in.respond(msg, in.replies.accepted(msg.Reply, rc, false))
+	if msg.Reply == "" {
+		return
+	}
+	buf := replyPool.Get().(*replyBuf)
+	in.respond(msg, buf.accepted(msg.Reply, rc, rc.Duplicate))
+	replyPool.Put(buf) // PublishMsg copied the message
 }
+
+// replyPool holds reply buffers for answers built outside handle.
+var replyPool = sync.Pool{New: func() any { return newReplyBuf() }}
 
 // reject answers an intake refusal found before the job reached the shaper;
 // it counts it here because the shaper never saw it.
