@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -80,8 +81,9 @@ func (d *Daemon) adminMux() *http.ServeMux {
 	return mux
 }
 
-// handleReady is 200 when NATS is connected and the shaper runs, else 503
-// with the reasons.
+// handleReady is 200 when NATS is connected, the shaper runs and every
+// configured durable queue's stream and consumer are in place, else 503 with
+// the reasons.
 func (d *Daemon) handleReady(w http.ResponseWriter, _ *http.Request) {
 	var problems []string
 	if nc := d.nc.Load(); nc == nil || !nc.IsConnected() {
@@ -90,6 +92,7 @@ func (d *Daemon) handleReady(w http.ResponseWriter, _ *http.Request) {
 	if !d.running.Load() {
 		problems = append(problems, "not running (starting or shutting down)")
 	}
+	problems = append(problems, d.queueProblems()...)
 	if len(problems) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unready", "problems": problems})
 		return
@@ -138,4 +141,21 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v) // the client may have gone; nothing to do
+}
+
+// queueProblems lists the configured downstreams whose durable queue is not
+// ready (stream missing, incompatible, or NATS not reached yet), sorted.
+func (d *Daemon) queueProblems() []string {
+	var problems []string
+	for name := range d.view.Load().known {
+		q, ok := d.durable.Load(name)
+		if !ok {
+			continue // a memory queue: always ready
+		}
+		if err := q.(interface{ Ready() error }).Ready(); err != nil {
+			problems = append(problems, fmt.Sprintf("queue %s: %v", name, err))
+		}
+	}
+	slices.Sort(problems)
+	return problems
 }

@@ -50,6 +50,7 @@ type Daemon struct {
 	adminAddr atomic.Value // string
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
+	durable   sync.Map // downstream name → *jsqueue.Queue, for /readyz
 	running   atomic.Bool
 }
 
@@ -251,8 +252,13 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) 
 		Name: "shaper_intake_slow_consumer_dropped_total",
 		Help: "Intake messages NATS dropped before the daemon read them (slow consumer); their producers got no reply.",
 	}, func() float64 { n, _ := sub.Dropped(); return float64(n) }))
-	if err := nc.Flush(); err != nil && nc.IsConnected() {
-		return nil, fmt.Errorf("subscribe to %s: %w", subject, err)
+	// Confirm the subscription when connected. Offline (or if the connection
+	// drops now) the client sends it on connect, so this is never fatal, and
+	// offline a Flush would only wait out its timeout.
+	if nc.IsConnected() {
+		if err := nc.Flush(); err != nil {
+			d.log.Warn("intake subscription not confirmed yet; the client resends it on reconnect", "subject", subject, "err", err)
+		}
 	}
 	return sub, nil
 }

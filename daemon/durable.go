@@ -49,6 +49,7 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
+		d.durable.Store(ls.Name, q) // for /readyz
 		return q, nil
 	}, nil
 }

@@ -266,3 +266,19 @@ func (q *Queue) signal() {
 	default:
 	}
 }
+
+// Ready reports whether the queue's stream and consumer exist and match the
+// config: nil when jobs can be stored and drained, else why not.
+func (q *Queue) Ready() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case q.broken != nil:
+		return q.broken
+	case q.closed:
+		return fmt.Errorf("jsqueue: queue %s is closed", q.name)
+	case q.s == nil || q.c == nil:
+		return fmt.Errorf("jsqueue: stream %s not ready yet", q.stream)
+	}
+	return nil
+}
