@@ -83,6 +83,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
+	d.history.achieved = d.metrics.achievedRate
 	d.view.Store(newView(cfg))
 	return d, nil
 }

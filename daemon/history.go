@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"github.com/prometheus/client_golang/prometheus"
 	"maps"
 	"math"
 	"net/http"
@@ -28,6 +29,9 @@ type history struct {
 	every time.Duration
 	mu    sync.Mutex
 	lanes map[string]*laneHistory // guarded by mu
+	// achieved, if set, exports each lane's achieved drain rate over the
+	// last interval (shaper_drain_rate_achieved_per_second).
+	achieved *prometheus.GaugeVec
 }
 
 // laneHistory is one downstream's ring of samples plus the counters of the
@@ -88,6 +92,7 @@ func (h *history) record(now time.Time, lanes []shaper.LaneStatus) {
 		lh := h.lanes[st.Name]
 		if lh == nil {
 			h.lanes[st.Name] = &laneHistory{prevAt: now, prevStarted: st.Started, prevRej: rej, prevD: drop}
+			h.setAchieved(st.Name, 0)
 			continue
 		}
 		dt := now.Sub(lh.prevAt).Seconds()
@@ -103,11 +108,21 @@ func (h *history) record(now time.Time, lanes []shaper.LaneStatus) {
 			paused:   st.Paused || st.PushbackUntil != nil,
 		})
 		lh.prevAt, lh.prevStarted, lh.prevRej, lh.prevD = now, st.Started, rej, drop
+		h.setAchieved(st.Name, lh.ring[(lh.head+lh.n-1)%len(lh.ring)].achieved)
 	}
 	for name := range h.lanes {
 		if !seen[name] {
 			delete(h.lanes, name)
+			if h.achieved != nil {
+				h.achieved.DeleteLabelValues(name)
+			}
 		}
+	}
+}
+
+func (h *history) setAchieved(name string, v float64) {
+	if h.achieved != nil {
+		h.achieved.WithLabelValues(name).Set(v)
 	}
 }
 

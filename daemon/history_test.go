@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/shaperd/shaper/shaper"
@@ -123,5 +125,24 @@ func TestHistoryStopsWithContext(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("sampler did not stop when its context ended")
+	}
+}
+
+// The achieved rate of the last interval is exported per downstream, and a
+// removed downstream's series goes with it.
+func TestHistoryExportsAchievedRate(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := newDaemonMetrics(reg)
+	h := newHistory(time.Second)
+	h.achieved = m.achievedRate
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	h.record(t0, []shaper.LaneStatus{{Name: "printer", Started: 10}})
+	h.record(t0.Add(2*time.Second), []shaper.LaneStatus{{Name: "printer", Started: 14}})
+	if got := testutil.ToFloat64(m.achievedRate.WithLabelValues("printer")); got != 2 {
+		t.Errorf("achieved = %v, want 2", got)
+	}
+	h.record(t0.Add(4*time.Second), nil)
+	if n := testutil.CollectAndCount(m.achievedRate); n != 0 {
+		t.Errorf("%d series left after the downstream was removed", n)
 	}
 }

@@ -16,6 +16,7 @@ type daemonMetrics struct {
 	dedupeEvicted       prometheus.Counter
 	intakeReplyFailures prometheus.Counter
 	duplicates          prometheus.Counter
+	achievedRate        *prometheus.GaugeVec
 }
 
 func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
@@ -49,6 +50,10 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 			Name: "shaper_intake_reply_failures_total",
 			Help: "Replies to producers that could not be published.",
 		}),
+		achievedRate: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shaper_drain_rate_achieved_per_second",
+			Help: "Starts per second over the status page's last sampling interval (2 s): the achieved drain rate, beside shaper_drain_rate_per_second. For alerting prefer rate(shaper_jobs_started_total[5m]).",
+		}, []string{"downstream"}),
 		duplicates: f.NewCounter(prometheus.CounterOpts{
 			Name: "shaper_jobs_duplicate_total",
 			Help: "Jobs whose Nats-Msg-Id was seen within ingress.dedupe_window: answered accepted with the first job's id, not queued again.",
