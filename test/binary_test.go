@@ -146,16 +146,8 @@ downstreams:
 `, srv.ClientURL(), admin, rate, ds.URL)
 	}
 	path := writeFile(t, conf("1/s"))
-	cmd := exec.Command(shaperdBinary(t), "-config", path)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() { _ = cmd.Process.Kill() }()
-	waitReady(t, "http://"+admin, exited, &stderr)
+	p := startShaperdFile(t, path, admin)
+	cmd, exited, stderr := p.cmd, p.exited, p.stderr
 
 	// SIGHUP with a new rate.
 	if err := os.WriteFile(path, []byte(conf("4/s")), 0o600); err != nil {
@@ -295,16 +287,8 @@ downstreams:
     queue: { capacity: 20, backend: memory }
     sink: { http: { url: %q, timeout: 5m } }
 `, srv.ClientURL(), admin, stuck.URL))
-	cmd := exec.Command(shaperdBinary(t), "-config", path)
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() { _ = cmd.Process.Kill() }()
-	waitReady(t, "http://"+admin, exited, &stderr)
+	p := startShaperdFile(t, path, admin)
+	cmd, exited, stderr := p.cmd, p.exited, p.stderr
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,14 @@ func startShaperd(t *testing.T, yaml string) *proc {
 	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "%ADMIN%", addr)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: exec.Command(shaperdBinary(t), "-config", path), admin: "http://" + addr,
+	return startShaperdFile(t, path, addr)
+}
+
+// startShaperdFile runs the shaperd binary on the config file at path, whose
+// admin.listen is adminAddr, and waits until /readyz says ready.
+func startShaperdFile(t *testing.T, path, adminAddr string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(shaperdBinary(t), "-config", path), admin: "http://" + adminAddr,
 		exited: make(chan error, 1), stderr: &syncBuffer{}}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
