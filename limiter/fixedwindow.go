@@ -50,9 +50,13 @@ func (r FixedWindow) capacityName() string                { return "limit" }
 
 func (r FixedWindow) decide(s *FixedWindowState, now int64, cost int) Decision {
 	// A now in an earlier window than the state's (time going backwards)
-	// counts against the state's window: never reset early.
-	if start := floorDiv(now, r.window) * r.window; start > s.Start || s.Count == 0 {
-		s.Start, s.Count = start, 0
+	// counts against the state's window: never reset early. A now inside
+	// the state's window (Start is always a multiple of Window) needs no
+	// division, which costs ~6 ns, a sixth of a keyed decision.
+	if s.Count == 0 || now < s.Start || uint64(now-s.Start) >= uint64(r.window) {
+		if start := floorDiv(now, r.window) * r.window; start > s.Start || s.Count == 0 {
+			s.Start, s.Count = start, 0
+		}
 	}
 	if s.Count+int64(cost) <= r.limit {
 		s.Count += int64(cost)

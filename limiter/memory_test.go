@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/throttled/throttled/v2"
+	"github.com/throttled/throttled/v2/store/memstore"
 	"golang.org/x/time/rate"
 )
 
@@ -76,7 +77,8 @@ func TestMemoryPerKey(t *testing.T) {
 			}
 		}, 0},
 		{"throttled_gcra", func() func(string, time.Time) {
-			st := &memStore{m: map[string]*int64{}, now: t0}
+			st, err := memstore.New(0)
+			must(t, err)
 			l, err := throttled.NewGCRARateLimiter(st, throttled.RateQuota{MaxRate: throttled.PerHour(4), MaxBurst: 19})
 			must(t, err)
 			return func(key string, _ time.Time) { _, _, _ = l.RateLimit(key, 1) }

