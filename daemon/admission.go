@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/kvadmit"
+	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// kvAdmitter is a kvadmit.Limiter as the shaper wants it: a fail-closed
+// store failure wraps shaper.ErrAdmissionUnavailable.
+type kvAdmitter struct{ *kvadmit.Limiter }
+
+func (a kvAdmitter) AllowAt(key string, now time.Time, cost int) (limiter.Decision, error) {
+	d, err := a.Limiter.AllowAt(key, now, cost)
+	if errors.Is(err, kvadmit.ErrUnavailable) {
+		err = fmt.Errorf("%w: %w", shaper.ErrAdmissionUnavailable, err)
+	}
+	return d, err
+}
+
+// admitters prepares the admission store of admission.store nats (one KV
+// bucket, nats.jetstream.admission_bucket) and returns the shaper's
+// admitter factory and the store's Close, to run after the shaper stopped
+// and before NATS closes. While NATS is reachable at start and a downstream
+// uses the store, the bucket is created or checked now, so an incompatible
+// bucket stops start-up; otherwise it is created on first use.
+func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (shaper.Admitter, error), func() error, error) {
+	j := cfg.NATS.JetStream
+	st, err := kvadmit.New(nc, kvadmit.Settings{
+		Bucket:   j.AdmissionBucket,
+		Replicas: j.Replicas,
+		Storage:  j.Storage,
+		Timeout:  j.AdmissionTimeout,
+		Metrics:  kvadmit.NewMetrics(d.reg),
+		Logger:   d.log,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	used := false
+	for _, ls := range cfg.ShaperSettings().Lanes {
+		used = used || (ls.Admission != nil && ls.AdmissionStore.Kind == config.AdmissionNATS)
+	}
+	if used && nc.IsConnected() {
+		ectx, cancel := context.WithTimeout(ctx, ensureTimeout)
+		err := st.Ensure(ectx)
+		cancel()
+		switch {
+		case errors.Is(err, kvadmit.ErrIncompatible):
+			_ = st.Close()
+			return nil, nil, fmt.Errorf("admission store: %w", err)
+		case err != nil:
+			d.log.Warn("admission bucket not ready yet; creating it on first use", "bucket", st.Bucket(), "error", err.Error())
+		}
+	}
+	var mu sync.Mutex
+	current := map[string]*kvadmit.Limiter{}
+	build := func(ls shaper.LaneSettings) (shaper.Admitter, error) {
+		if ls.AdmissionStore.Kind != config.AdmissionNATS {
+			return nil, fmt.Errorf("admission store %q is not supported", ls.AdmissionStore.Kind)
+		}
+		l, err := st.Limiter(ls.Name, *ls.Admission, kvadmit.Options{
+			FailClosed: ls.AdmissionStore.FailClosed, Approximate: ls.AdmissionStore.Approximate,
+		})
+		if err != nil {
+			return nil, err
+		}
+		// A reload replaces the lane's limiter: stop the old one's
+		// background sync (it decides exactly until the lane drops it).
+		mu.Lock()
+		if old := current[ls.Name]; old != nil {
+			_ = old.Close()
+		}
+		current[ls.Name] = l
+		mu.Unlock()
+		return kvAdmitter{l}, nil
+	}
+	return build, st.Close, nil
+}

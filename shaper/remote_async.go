@@ -1,0 +1,64 @@
+package shaper
+
+import (
+	"fmt"
+	"time"
+)
+
+// maxRemoteDecisions bounds the admission decisions in flight at once
+// against remote stores (Admitter round trips), across all lanes. Past it a
+// job is refused unavailable with a one-second Retry-After rather than
+// queued behind a slow store.
+const maxRemoteDecisions = 1024
+
+// busyRetryAfter is the Retry-After of a job refused because
+// maxRemoteDecisions are in flight.
+const busyRetryAfter = time.Second
+
+// remoteAdmission reports whether l decides admission through a remote
+// store (network I/O). Locks l.mu briefly; callers must not hold it.
+func (l *lane) remoteAdmission() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.adm != nil && l.cfg.AdmissionStore.remote()
+}
+
+// goRemote runs submit on its own goroutine, owned by the Shaper (shutdown
+// waits for it), so that a remote admission round trip never holds up the
+// caller — the daemon's intake, which serves every downstream. It reports
+// false, starting nothing, when shutting down or when maxRemoteDecisions
+// are already in flight.
+func (s *Shaper) goRemote(submit func()) bool {
+	// The Add happens under s.mu with closing false; shutdown sets closing
+	// under s.mu before it Waits, so no Add can race the Wait.
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closing.Load() {
+		return false
+	}
+	select {
+	case s.remoteSem <- struct{}{}:
+	default:
+		return false
+	}
+	s.remote.Add(1)
+	go func() {
+		defer func() { <-s.remoteSem; s.remote.Done() }()
+		submit()
+	}()
+	return true
+}
+
+// rejectBusy answers a job that goRemote could not take.
+func (s *Shaper) rejectBusy(l *lane, job *Job) Receipt {
+	rc := Receipt{JobID: job.ID, Downstream: job.Downstream}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.c.received++
+	l.m.received.Inc()
+	if s.closing.Load() {
+		return s.reject(l, rc, ReasonUnavailable, 0, errShuttingDown)
+	}
+	return s.reject(l, rc, ReasonUnavailable, busyRetryAfter,
+		fmt.Errorf("%d admission decisions already waiting on the admission store", maxRemoteDecisions))
+}
