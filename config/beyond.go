@@ -1,0 +1,56 @@
+package config
+
+import "github.com/shaperd/shaper/shaper"
+
+// validateBeyond checks the keys of issue 7's policies (README "Beyond a
+// plain leaky bucket"). p is "downstreams.NAME.".
+func (d Downstream) validateBeyond(v validator, p string) {
+	if k := p + "rate_control"; v.ok(k) && d.RateControl != RateFixed && d.RateControl != RateAdaptive {
+		v.add(k, "%q is not a rate control; use fixed or adaptive", d.RateControl)
+	}
+	q := d.Queue
+	if k := p + "queue.max_cost"; v.ok(k) && v.ok(p+"queue.capacity") && (q.MaxCost < 1 || q.MaxCost > max(q.Capacity, 1)) {
+		v.add(k, "must be 1..queue.capacity (%d), got %d", q.Capacity, q.MaxCost)
+	}
+	k := p + "queue.fairness"
+	switch {
+	case !v.ok(k):
+		return
+	case q.Fairness == FairnessNone:
+		if q.KeyCapacity != 0 && v.ok(p+"queue.key_capacity") {
+			v.add(p+"queue.key_capacity", "is only used with queue.fairness key; remove it, or set fairness: key")
+		}
+		if q.Weights != "" && v.ok(p+"queue.weights") {
+			v.add(p+"queue.weights", "is only used with queue.fairness key; remove it, or set fairness: key")
+		}
+		return
+	case q.Fairness != FairnessKey:
+		v.add(k, "%q is not a fairness mode; use none or key", q.Fairness)
+		return
+	case q.Backend == BackendJetStream && v.ok(p+"queue.backend"):
+		v.add(k, "key needs queue.backend memory (fair queuing is in memory only); use backend: memory, or fairness: none")
+	}
+	if kc := p + "queue.key_capacity"; v.ok(kc) && q.KeyCapacity != 0 && (q.KeyCapacity < q.MaxCost || q.KeyCapacity > q.Capacity) {
+		v.add(kc, "must be 0 (= queue.capacity) or queue.max_cost..queue.capacity (%d..%d), got %d", q.MaxCost, q.Capacity, q.KeyCapacity)
+	}
+	if kw := p + "queue.weights"; v.ok(kw) {
+		if _, err := q.Weights.Parse(); err != nil {
+			v.add(kw, "%s", err.Error())
+		}
+	}
+}
+
+// beyond converts d's issue-7 keys into the shaper's settings.
+func (d Downstream) beyond() shaper.Beyond {
+	w, _ := d.Queue.Weights.Parse() // validated
+	return shaper.Beyond{
+		MaxCost:           d.Queue.MaxCost,
+		RejectWouldExpire: d.Queue.RejectWouldExpire,
+		Shadow:            d.Shadow,
+		AdmissionShadow:   d.Admission != nil && d.Admission.Shadow,
+		Adaptive:          d.RateControl == RateAdaptive,
+		Fairness:          d.Queue.Fairness == FairnessKey,
+		KeyCapacity:       d.Queue.KeyCapacity,
+		Weights:           w,
+	}
+}

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+// TestBeyondFailures asserts the exact messages for issue 7's keys.
+func TestBeyondFailures(t *testing.T) {
+	t.Parallel()
+	_, err := LoadWith("testdata/beyond_bad.yaml", noEnv)
+	want := `downstreams.erp.queue.fairness: key needs queue.backend memory (fair queuing is in memory only); use backend: memory, or fairness: none (env SHAPER_DOWNSTREAMS_ERP_QUEUE_FAIRNESS)
+downstreams.gql.queue.key_capacity: must be 0 (= queue.capacity) or queue.max_cost..queue.capacity (11..10), got 20 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_KEY_CAPACITY)
+downstreams.gql.queue.max_cost: must be 1..queue.capacity (10), got 11 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST)
+downstreams.gql.queue.weights: "silver" is not key=weight; write e.g. gold=3,silver=2 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_WEIGHTS)
+downstreams.gql.rate_control: "turbo" is not a rate control; use fixed or adaptive (env SHAPER_DOWNSTREAMS_GQL_RATE_CONTROL)
+downstreams.printer.queue.fairness: "round_robin" is not a fairness mode; use none or key (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_FAIRNESS)
+downstreams.printer.queue.weights: expected weights like gold=3,silver=2, got a mapping (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_WEIGHTS)`
+	if err == nil || err.Error() != want {
+		t.Fatalf("error:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestBeyondSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadWith("testdata/beyond_full.yaml", Options{Environ: []string{"SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST=8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := cfg.ShaperSettings().Lanes[0].Beyond
+	want := shaper.Beyond{MaxCost: 8, RejectWouldExpire: true, Shadow: true, AdmissionShadow: true,
+		Adaptive: true, Fairness: true, KeyCapacity: 20, Weights: map[string]int{"Gold": 3, "silver": 2}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Beyond = %+v, want %+v", got, want)
+	}
+	next := cfg
+	next.Downstreams = map[string]Downstream{"gql": cfg.Downstreams["gql"]}
+	d := next.Downstreams["gql"]
+	d.Queue.Fairness = FairnessNone
+	next.Downstreams["gql"] = d
+	if keys := RestartRequired(cfg, next); !reflect.DeepEqual(keys, []string{"downstreams.gql.queue.fairness"}) {
+		t.Errorf("RestartRequired = %v, want the fairness key", keys)
+	}
+}

@@ -1,0 +1,59 @@
+package shaper
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// beyondMetrics are the collectors of issue 7's policies. Labels are
+// downstream and reason only: fairness never puts an admission key in a
+// label.
+type beyondMetrics struct {
+	shadow         *prometheus.CounterVec
+	rateConfigured *prometheus.GaugeVec
+	rateCuts       *prometheus.CounterVec
+	fairKeys       *prometheus.GaugeVec
+}
+
+func newBeyondMetrics(f promauto.Factory) beyondMetrics {
+	ds := []string{"downstream"}
+	return beyondMetrics{
+		shadow: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaper_shadow_rejections_total",
+			Help: "Jobs a policy in shadow mode would have rejected (they were accepted), by reason.",
+		}, []string{"downstream", "reason"}),
+		rateConfigured: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shaper_drain_rate_configured_per_second",
+			Help: "Configured drain rate (the ceiling under rate_control adaptive) in starts per second.",
+		}, ds),
+		rateCuts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaper_drain_rate_decreases_total",
+			Help: "Times rate_control adaptive cut the drain rate after a 429/503.",
+		}, ds),
+		fairKeys: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shaper_fair_active_keys",
+			Help: "Admission keys with queued jobs under queue.fairness key.",
+		}, ds),
+	}
+}
+
+// beyondLane are one lane's pre-resolved issue-7 series.
+type beyondLane struct {
+	shadow         map[Reason]prometheus.Counter
+	rateConfigured prometheus.Gauge
+	rateCuts       prometheus.Counter
+	fairKeys       prometheus.Gauge
+}
+
+func (m beyondMetrics) forLane(name string) beyondLane {
+	bl := beyondLane{
+		shadow:         map[Reason]prometheus.Counter{},
+		rateConfigured: m.rateConfigured.WithLabelValues(name),
+		rateCuts:       m.rateCuts.WithLabelValues(name),
+		fairKeys:       m.fairKeys.WithLabelValues(name),
+	}
+	for _, r := range shadowReasons {
+		bl.shadow[r] = m.shadow.WithLabelValues(name, string(r))
+	}
+	return bl
+}

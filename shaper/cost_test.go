@@ -1,0 +1,69 @@
+package shaper
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shaperd/shaper/limiter"
+)
+
+// TestCostTakesSlotsAndDrainTime: a job of cost N holds N slots of capacity
+// and N intervals of drain time; a cost above MaxCost is a bad request.
+func TestCostTakesSlotsAndDrainTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := newRecSink(nil)
+		cfg := laneCfg("gql", 10, 10) // 100 ms per slot
+		cfg.MaxCost = 5
+		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"gql": sink})
+		defer h.stop()
+		submit := func(cost int) Receipt {
+			return h.sh.Submit(&Job{Downstream: "gql", Cost: cost, Payload: []byte("x")})
+		}
+		if rc := submit(6); rc.Accepted || rc.Reason != ReasonBadRequest {
+			t.Fatalf("cost 6 > max 5: %+v, want bad_request", rc)
+		}
+		for i, c := range []int{5, 1, 3} { // 9 of 10 slots
+			if rc := submit(c); !rc.Accepted {
+				t.Fatalf("job %d (cost %d): %+v", i, c, rc)
+			}
+		}
+		rc := submit(2) // 9 + 2 > 10
+		if rc.Accepted || rc.Reason != ReasonQueueFull {
+			t.Fatalf("cost 2 into 9/10: %+v, want queue_full", rc)
+		}
+		// One slot frees per 100 ms of drain; this job needs one more slot
+		// than is free: at most two intervals.
+		if rc.RetryAfter <= 0 || rc.RetryAfter > 200*time.Millisecond {
+			t.Errorf("RetryAfter %v, want (0, 200ms]", rc.RetryAfter)
+		}
+		if rc := submit(1); !rc.Accepted || rc.ETA != 900*time.Millisecond {
+			t.Fatalf("cost 1 into 9/10: %+v, want accepted with ETA 900ms", rc)
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		// Starts at 0 (cost 5), 0.5 (cost 1), 0.6 (cost 3), 0.9 (cost 1).
+		wantStarts(t, sink.starts(), 0, 0.5, 0.6, 0.9)
+	})
+}
+
+// TestCostChargesAdmission: cost N takes N tokens from the admission rule.
+func TestCostChargesAdmission(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := laneCfg("gql", 100, 100)
+		cfg.MaxCost = 10
+		cfg.Admission = &limiter.Config{Mode: limiter.TokenBucketMode, Rate: 1, Burst: 10}
+		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"gql": newRecSink(nil)})
+		defer h.stop()
+		if rc := h.sh.Submit(&Job{Downstream: "gql", Key: "k", Cost: 8}); !rc.Accepted {
+			t.Fatalf("cost 8 of burst 10: %+v", rc)
+		}
+		rc := h.sh.Submit(&Job{Downstream: "gql", Key: "k", Cost: 3})
+		if rc.Accepted || rc.Reason != ReasonRateLimited || rc.RetryAfter != time.Second {
+			t.Fatalf("cost 3 with 2 tokens left: %+v, want rate_limited after 1s", rc)
+		}
+		if rc := h.sh.Submit(&Job{Downstream: "gql", Key: "k", Cost: 2}); !rc.Accepted {
+			t.Fatalf("cost 2 with 2 tokens left: %+v", rc)
+		}
+	})
+}

@@ -1,0 +1,52 @@
+package shaper
+
+import (
+	"fmt"
+	"time"
+)
+
+// Deadline-aware admission (LaneSettings.RejectWouldExpire): a job whose
+// predicted start is past its max wait is rejected at once with
+// ReasonWouldExpire, rather than accepted only to be dropped as expired.
+//
+// The prediction is the leaky bucket's own arithmetic: the lane's next slot
+// (after any pushback pause) plus the queued cost ahead of the job times the
+// interval. It ignores jobs that will expire ahead of it and retries still
+// to come, so it errs on the side of admitting. While the lane is paused by
+// the admin API no start is scheduled and nothing is predicted: the job is
+// admitted (and may still expire).
+
+// predictStart is when a job with ahead slots of cost before it would start.
+// Requires l.mu.
+func (l *lane) predictStart(now time.Time, ahead int) time.Time {
+	return later(later(l.next, l.pushback), now).Add(time.Duration(ahead) * l.interval)
+}
+
+// aheadOf is the queued cost that would start before job if it were
+// enqueued now: all of it for a FIFO queue, an estimate under fairness.
+// Requires l.mu.
+func (l *lane) aheadOf(job *Job) int {
+	if f, ok := l.q.(*fairQueue); ok {
+		own := f.keyCost(job.Key)
+		return f.aheadAt(job.Key, own, own+jobCost(job))
+	}
+	return queuedCost(l.q)
+}
+
+// checkDeadline rejects job as would_expire when its predicted start passes
+// its deadline (now + max wait). Retry-After is the time after which, with
+// no new arrivals, the same job would start within its max wait.
+// Requires l.mu.
+func (l *lane) checkDeadline(now time.Time, job *Job, rc Receipt) (Receipt, bool) {
+	wait := cmp0(job.MaxWait, l.cfg.MaxWait)
+	if !l.cfg.RejectWouldExpire || wait <= 0 || l.paused {
+		return rc, true
+	}
+	start := l.predictStart(now, l.aheadOf(job))
+	late := start.Sub(now.Add(wait))
+	if late <= 0 || l.shadowed(ReasonWouldExpire) {
+		return rc, true
+	}
+	return l.s.reject(l, rc, ReasonWouldExpire, late,
+		fmt.Errorf("job would start in %s, past its max wait %s", start.Sub(now).Round(time.Millisecond), wait)), false
+}

@@ -1,0 +1,172 @@
+package shaper
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// TestFairDRROrder: deficit round robin serves keys in turn, each by its
+// weight, and costs count against the turn.
+func TestFairDRROrder(t *testing.T) {
+	q := newFairQueue(LaneSettings{Capacity: 100, Beyond: Beyond{Fairness: true, Weights: map[string]int{"a": 3}}})
+	t0 := time.Unix(0, 0)
+	for i := range 6 {
+		for _, k := range []string{"a", "b", "c"} {
+			if err := q.Enqueue(&Job{Key: k, ID: k}, t0.Add(time.Duration(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := q.Enqueue(&Job{Key: "c", ID: "C", Cost: 2}, t0); err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	for q.Len() > 0 {
+		j, _, ok := q.Take(t0.Add(time.Hour))
+		if !ok {
+			t.Fatal("Take: nothing")
+		}
+		got.WriteString(j.ID)
+	}
+	// a weighs 3; c's cost-2 job waits for two turns' credit.
+	if want := "aaabcaaabcbcbcbcbcC"; got.String() != want {
+		t.Errorf("order %s, want %s", got.String(), want)
+	}
+	if q.CostLen() != 0 || len(q.keys) != 0 || len(q.ring) != 0 {
+		t.Errorf("after draining: cost %d, keys %d, ring %d", q.CostLen(), len(q.keys), len(q.ring))
+	}
+}
+
+// TestFairDropFront drops expired jobs at every key's front and keeps the
+// turn where it was.
+func TestFairDropFront(t *testing.T) {
+	q := newFairQueue(LaneSettings{Capacity: 100, Beyond: Beyond{Fairness: true}})
+	t0 := time.Unix(0, 0)
+	for _, id := range []string{"a1", "b1", "c1", "a2", "b2", "c2"} {
+		_ = q.Enqueue(&Job{Key: id[:1], ID: id}, t0)
+	}
+	dropped := q.DropFront(func(j *Job) bool { return j.ID == "b1" || j.ID == "b2" || j.ID == "c1" })
+	if len(dropped) != 3 || q.Len() != 3 || q.CostLen() != 3 {
+		t.Fatalf("dropped %d, left %d (cost %d)", len(dropped), q.Len(), q.CostLen())
+	}
+	var ids []string
+	for q.Len() > 0 {
+		j, _, _ := q.Take(t0)
+		ids = append(ids, j.ID)
+	}
+	if want := []string{"a1", "c2", "a2"}; !slices.Equal(ids, want) {
+		t.Errorf("order %v, want %v", ids, want)
+	}
+}
+
+// fairRun is issue 7's fairness figure: a lane at 100/s, capacity 200;
+// nine tenants each send 5 jobs/s; with flood, a tenth sends 500/s (100×).
+// It returns the nine's worst and mean wait, and the flooder's receipts.
+func fairRun(t *testing.T, fair, flood bool) (worst, mean time.Duration, flooder []Receipt, h *harness) {
+	var mu sync.Mutex
+	var waits []time.Duration
+	sink := newRecSink(func(_ context.Context, j *Job) error {
+		if j.Key != "flood" {
+			mu.Lock()
+			waits = append(waits, time.Since(j.Enqueued))
+			mu.Unlock()
+		}
+		return nil
+	})
+	cfg := laneCfg("api", 100, 200)
+	cfg.Fairness, cfg.KeyCapacity = fair, 20
+	if !fair {
+		cfg.KeyCapacity = 0
+	}
+	h = start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"api": sink})
+	tenants := []string{"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"}
+	for tick := range 1000 { // 10 s in 10 ms ticks
+		if tick%20 < len(tenants) { // each tenant every 200 ms, staggered
+			h.sh.Submit(&Job{Downstream: "api", Key: tenants[tick%20]})
+		}
+		if flood {
+			for range 5 {
+				flooder = append(flooder, h.sh.Submit(&Job{Downstream: "api", Key: "flood"}))
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(5 * time.Second)
+	synctest.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(waits) != 9*50 {
+		t.Errorf("the nine tenants got %d starts, want %d", len(waits), 9*50)
+	}
+	for _, w := range waits {
+		worst = max(worst, w)
+		mean += w / time.Duration(len(waits))
+	}
+	return worst, mean, flooder, h
+}
+
+func TestFairnessUnderFlood(t *testing.T) {
+	var base, flooded, fifo time.Duration
+	synctest.Test(t, func(t *testing.T) {
+		w, m, _, h := fairRun(t, true, false)
+		defer h.stop()
+		base = w
+		t.Logf("fair, no flood: nine tenants' wait max %v mean %v", w, m)
+	})
+	synctest.Test(t, func(t *testing.T) {
+		w, m, fl, h := fairRun(t, true, true)
+		defer h.stop()
+		flooded = w
+		acc, full := 0, 0
+		for _, rc := range fl {
+			switch {
+			case rc.Accepted:
+				acc++
+			case rc.Reason == ReasonQueueFull && rc.RetryAfter > 0:
+				full++
+			default:
+				t.Fatalf("flooder receipt %+v", rc)
+			}
+		}
+		st := h.status("api")
+		t.Logf("fair, flood 500/s: nine tenants' wait max %v mean %v; flooder accepted %d, queue_full %d (all with Retry-After); active keys %v",
+			w, m, acc, full, testutil.ToFloat64(h.met.fairKeys.WithLabelValues("api")))
+		if st.Rejected[ReasonQueueFull] != uint64(full) {
+			t.Errorf("queue_full %d, want only the flooder's %d", st.Rejected[ReasonQueueFull], full)
+		}
+		// Honest Retry-After: the flooder holds its share; after the
+		// Retry-After it is given, a slot of its share has freed.
+		for range 30 {
+			h.sh.Submit(&Job{Downstream: "api", Key: "flood"})
+		}
+		rc := h.sh.Submit(&Job{Downstream: "api", Key: "flood"})
+		if rc.Accepted || rc.RetryAfter <= 0 {
+			t.Fatalf("flooder at its share: %+v", rc)
+		}
+		time.Sleep(rc.RetryAfter)
+		if rc2 := h.sh.Submit(&Job{Downstream: "api", Key: "flood"}); !rc2.Accepted {
+			t.Errorf("flooder after its Retry-After %v: %+v", rc.RetryAfter, rc2)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		w, m, _, h := fairRun(t, false, true)
+		defer h.stop()
+		fifo = w
+		t.Logf("FIFO, flood 500/s: nine tenants' wait max %v mean %v; rejected %v", w, m, h.status("api").Rejected[ReasonQueueFull])
+	})
+	// The bound: with fairness the nine wait at most one round of the ten
+	// keys (10 intervals = 100 ms) longer than without the flood.
+	if flooded > base+100*time.Millisecond {
+		t.Errorf("with flood the nine wait up to %v, without %v: more than 100ms worse", flooded, base)
+	}
+	if fifo < time.Second {
+		t.Errorf("FIFO baseline: nine wait up to %v; the flood should hurt them without fairness", fifo)
+	}
+}
