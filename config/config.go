@@ -39,6 +39,10 @@ type JetStream struct {
 	Storage       string        `mapstructure:"storage"` // file | memory
 	AckWait       time.Duration `mapstructure:"ack_wait"`
 	PinnedTTL     time.Duration `mapstructure:"pinned_ttl"`
+	// AdmissionBucket is the KV bucket of admission.store nats;
+	// AdmissionTimeout bounds one admission decision's KV round trips.
+	AdmissionBucket  string        `mapstructure:"admission_bucket"`
+	AdmissionTimeout time.Duration `mapstructure:"admission_timeout"`
 }
 
 // Embedded configures the in-process NATS server.
@@ -96,6 +100,12 @@ type Downstream struct {
 	Sink        Sink       `mapstructure:"sink"`
 	Retry       Retry      `mapstructure:"retry"`
 	DeadLetter  string     `mapstructure:"dead_letter"`
+	// RateControl is fixed (drain at rate) or adaptive (rate is a ceiling;
+	// 429/503 from the downstream lower the effective rate, AIMD).
+	RateControl string `mapstructure:"rate_control"`
+	// Shadow counts what this downstream's policies would reject
+	// (shaper_shadow_rejections_total) but rejects nothing of it.
+	Shadow bool `mapstructure:"shadow"`
 }
 
 // Queue configures a downstream's bounded queue.
@@ -103,6 +113,20 @@ type Queue struct {
 	Capacity int           `mapstructure:"capacity"`
 	Backend  string        `mapstructure:"backend"`  // jetstream | memory
 	MaxWait  time.Duration `mapstructure:"max_wait"` // 0 = no limit
+	// MaxCost bounds the Shaper-Cost header: a job of cost N takes N slots
+	// of capacity, N admission tokens and N intervals of drain time.
+	MaxCost int `mapstructure:"max_cost"`
+	// RejectWouldExpire rejects at once (would_expire) a job whose
+	// predicted start is past its max wait.
+	RejectWouldExpire bool `mapstructure:"reject_would_expire"`
+	// Fairness is none (one FIFO) or key (a sub-queue per admission key,
+	// drained by deficit round robin; memory backend only).
+	Fairness string `mapstructure:"fairness"`
+	// KeyCapacity bounds the cost one key may hold under fairness key;
+	// 0 = capacity.
+	KeyCapacity int `mapstructure:"key_capacity"`
+	// Weights are per-key round-robin weights under fairness key.
+	Weights KeyWeights `mapstructure:"weights"`
 }
 
 // Admission configures per-key admission control. token_bucket and gcra use
@@ -114,6 +138,17 @@ type Admission struct {
 	Burst  int           `mapstructure:"burst"`
 	Limit  int           `mapstructure:"limit"`
 	Window time.Duration `mapstructure:"window"`
+	// Shadow counts this rule's rejections but admits the jobs.
+	Shadow bool `mapstructure:"shadow"`
+	// Store is where the per-key state lives: memory (this process) or
+	// nats (a JetStream KV bucket shared by every instance).
+	Store string `mapstructure:"store"`
+	// FailClosed rejects (unavailable, with Retry-After) what the nats
+	// store cannot decide; false admits it (fail open).
+	FailClosed bool `mapstructure:"fail_closed"`
+	// Approximate decides from a local copy reconciled with the nats store
+	// in the background (token_bucket and gcra).
+	Approximate bool `mapstructure:"approximate"`
 }
 
 // Sink configures where a downstream's jobs go; exactly one is set.

@@ -12,6 +12,7 @@ func Defaults() Config {
 			JetStream: JetStream{
 				StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
 				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
+				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond,
 			},
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
@@ -33,10 +34,23 @@ func Defaults() Config {
 func DefaultDownstream() Downstream {
 	return Downstream{
 		Concurrency: 1,
-		Queue:       Queue{Backend: BackendJetStream},
+		Queue:       Queue{Backend: BackendJetStream, MaxCost: 1, Fairness: FairnessNone},
 		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+		RateControl: RateFixed,
 	}
 }
+
+// Rate control modes (downstreams.NAME.rate_control).
+const (
+	RateFixed    = "fixed"
+	RateAdaptive = "adaptive"
+)
+
+// Fairness modes (downstreams.NAME.queue.fairness).
+const (
+	FairnessNone = "none"
+	FairnessKey  = "key"
+)
 
 // Queue backends.
 const (

@@ -21,6 +21,7 @@ var (
 	rateType     = reflect.TypeFor[Rate]()
 	sizeType     = reflect.TypeFor[ByteSize]()
 	durationType = reflect.TypeFor[time.Duration]()
+	weightsType  = reflect.TypeFor[KeyWeights]()
 )
 
 // decodeHook is the mapstructure decode hook for every key. Values arrive as
@@ -62,6 +63,13 @@ func decodeHook(_, to reflect.Type, data any) (any, error) {
 			return nil, hookErr(err)
 		}
 		return d, nil
+	}
+	if to == weightsType {
+		s, err := scalar(data, "weights like gold=3,silver=2")
+		if err != nil {
+			return nil, err
+		}
+		return KeyWeights(s), nil
 	}
 	switch to.Kind() {
 	case reflect.Int:

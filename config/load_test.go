@@ -22,7 +22,7 @@ func TestLoadFailures(t *testing.T) {
 		want string
 	}{
 		{"unknown_key", `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
-downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, backend, max_wait`},
+downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights`},
 		{"unknown_top_key", `shutdown_grase: unknown key; valid keys here: nats, admin, ingress, shutdown_grace, downstreams`},
 		{"bad_rate", `downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
 		{"bare_rate", `downstreams.printer.rate: "2" is not a rate: it needs a unit; write e.g. 2/s or 2/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
@@ -44,7 +44,7 @@ downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, back
 downstreams.printer.retry.max_attempts: must be 1..100, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_RETRY_MAX_ATTEMPTS)`},
 		{"fractional_concurrency", `downstreams.printer.concurrency: "2.5" is not a whole number (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)`},
 		{"bare_duration", `shutdown_grace: "10" is not a duration: it needs a unit; write e.g. 10s or 10ms (env SHAPER_SHUTDOWN_GRACE)`},
-		{"section_not_mapping", `downstreams.printer.queue: expected a mapping with keys capacity, backend, max_wait, got "10"
+		{"section_not_mapping", `downstreams.printer.queue: expected a mapping with keys capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, got "10"
 downstreams.printer.rate: required; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
 downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
 		{"secrets", `nats.password: expected a single value, got a list (env SHAPER_NATS_PASSWORD)
@@ -69,7 +69,7 @@ nats.jetstream.subject_prefix: "shaper.jobs.stored" overlaps ingress.subject_pre
 		{"multi", `admin.listen: "nowhere" is not a listen address; write host:port, e.g. 127.0.0.1:9090 (env SHAPER_ADMIN_LISTEN)
 downstreams.printer.concurrency: must be 1..10000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)
 downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
-downstreams.printer.queue.max_wiat: unknown key; valid keys here: capacity, backend, max_wait
+downstreams.printer.queue.max_wiat: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights
 downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
 downstreams.printer.sink.http.timeout: "soon" is not a duration; write e.g. 10s, 1m30s or 2h (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_TIMEOUT)
 downstreams.scanner.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_SCANNER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_SCANNER_SINK_NATS_SUBJECT)
@@ -141,7 +141,8 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		NATS: NATS{Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
 			JetStream: JetStream{StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
-				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second}},
+				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
+				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond}},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{SubjectPrefix: "shaper.jobs", QueueGroup: "shaper", KeyHeader: "Shaper-Key",
 			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute},
@@ -162,9 +163,10 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 	want.Downstreams = map[string]Downstream{"printer": {
 		Rate:        2,
 		Concurrency: 1,
-		Queue:       Queue{Capacity: 10, Backend: "jetstream"}, // kept as configured; the daemon refuses it
+		Queue:       Queue{Capacity: 10, Backend: "jetstream", MaxCost: 1, Fairness: "none"}, // kept as configured; the daemon refuses it
 		Sink:        Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second}},
 		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+		RateControl: "fixed",
 	}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load =\n%v\nwant\n%v", cfg, want)
@@ -182,20 +184,22 @@ func TestLoadFull(t *testing.T) {
 		"printer": {
 			Rate:        2,
 			Concurrency: 1,
-			Queue:       Queue{Capacity: 10, Backend: "memory", MaxWait: 5 * time.Minute},
+			Queue:       Queue{Capacity: 10, Backend: "memory", MaxWait: 5 * time.Minute, MaxCost: 1, Fairness: "none"},
 			Admission:   &Admission{Mode: "token_bucket", Rate: 1, Burst: 5},
 			Sink: Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second,
 				Headers: map[string]string{"x-api-key": "secret-key"}}},
-			Retry:      Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
-			DeadLetter: "shaper.dead.printer",
+			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+			DeadLetter:  "shaper.dead.printer",
+			RateControl: "fixed",
 		},
 		"legacy-erp": {
 			Rate:        2,
 			Concurrency: 1,
-			Queue:       Queue{Capacity: 100, Backend: "memory"},
+			Queue:       Queue{Capacity: 100, Backend: "memory", MaxCost: 1, Fairness: "none"},
 			Admission:   &Admission{Mode: "sliding_counter", Limit: 100, Window: time.Minute},
 			Sink:        Sink{NATS: &NATSSink{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
 			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+			RateControl: "fixed",
 		},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -34,6 +34,9 @@ func (c Config) ShaperSettings() shaper.Settings {
 			Sink:       d.Sink.spec(),
 			DeadLetter: d.DeadLetter,
 			Durable:    d.Queue.Backend == BackendJetStream,
+			Beyond:     d.beyond(),
+
+			AdmissionStore: d.Admission.store(),
 		})
 	}
 	return s
@@ -92,6 +95,9 @@ func RestartRequired(old, next Config) []string {
 	for _, name := range slices.Sorted(maps.Keys(old.Downstreams)) {
 		if n, ok := next.Downstreams[name]; ok && n.Queue.Backend != old.Downstreams[name].Queue.Backend {
 			keys = append(keys, "downstreams."+name+".queue.backend")
+		}
+		if n, ok := next.Downstreams[name]; ok && n.Queue.Fairness != old.Downstreams[name].Queue.Fairness {
+			keys = append(keys, "downstreams."+name+".queue.fairness")
 		}
 	}
 	slices.Sort(keys)

@@ -29,6 +29,7 @@ func TestShaperSettings(t *testing.T) {
 				Admission: &limiter.Config{Mode: limiter.SlidingCounterMode, Limit: 100, Window: time.Minute},
 				Retry:     shaper.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
 				Sink:      shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
+				Beyond:    shaper.Beyond{MaxCost: 1},
 			},
 			{
 				Name: "printer", Rate: 2, Concurrency: 1, Capacity: 10, MaxWait: 5 * time.Minute,
@@ -37,6 +38,7 @@ func TestShaperSettings(t *testing.T) {
 				Sink: shaper.SinkSpec{HTTP: &shaper.HTTPSinkSpec{URL: "http://127.0.0.1:8080/print", Method: "POST",
 					Timeout: 10 * time.Second, Headers: http.Header{"X-Api-Key": {"secret-key"}}}},
 				DeadLetter: "shaper.dead.printer",
+				Beyond:     shaper.Beyond{MaxCost: 1},
 			},
 		},
 	}

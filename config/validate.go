@@ -169,6 +169,7 @@ func (c Config) validateJetStream(v validator) {
 	}
 	v.duration("nats.jetstream.ack_wait", j.AckWait, time.Second, time.Hour)
 	v.duration("nats.jetstream.pinned_ttl", j.PinnedTTL, time.Second, time.Hour)
+	validateAdmissionBucket(v, j)
 }
 
 func (d Downstream) validate(v validator, p, prefix string) {
@@ -179,6 +180,7 @@ func (d Downstream) validate(v validator, p, prefix string) {
 		v.add(k, "%q is not a queue backend; use jetstream or memory", d.Queue.Backend)
 	}
 	v.duration(p+"queue.max_wait", d.Queue.MaxWait, 0, MaxMaxWait)
+	d.validateBeyond(v, p)
 	if d.Admission != nil {
 		d.Admission.validate(v, p+"admission.")
 	}
@@ -213,6 +215,7 @@ func (a Admission) validate(v validator, p string) {
 			v.add(p+"mode", "%q is not an admission mode; use token_bucket, gcra, fixed_window, sliding_log or sliding_counter", a.Mode)
 		}
 	}
+	a.validateStore(v, p)
 }
 
 func (s Sink) validate(v validator, key, prefix string) {

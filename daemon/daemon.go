@@ -84,6 +84,9 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		ready:   make(chan struct{}),
 	}
 	d.history.achieved = d.metrics.achievedRate
+	for name := range cfg.Downstreams { // every series exists from the start
+		d.metrics.achievedRate.WithLabelValues(name).Set(0)
+	}
 	d.view.Store(newView(cfg))
 	return d, nil
 }
@@ -162,12 +165,18 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	admitters, closeAdmission, err := d.admitters(ctx, cfg, nc)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, closeAdmission) // after the shaper stopped, before NATS closes
 	sh, err := shaper.New(cfg.ShaperSettings(), shaper.Deps{
 		Sinks:      d.sinkFactory(nc),
 		DeadLetter: &deadLetterer{nc: nc},
 		Metrics:    d.jobs,
 		Logger:     d.log,
 		Queues:     queues,
+		Admitters:  admitters,
 	})
 	if err != nil {
 		return fmt.Errorf("start shaper: %w", err)

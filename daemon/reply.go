@@ -33,7 +33,7 @@ func retryAfterSeconds(d time.Duration) int64 {
 // waiting can change the answer.
 func retryHelps(r shaper.Reason) bool {
 	switch r {
-	case shaper.ReasonRateLimited, shaper.ReasonQueueFull, shaper.ReasonUnavailable:
+	case shaper.ReasonRateLimited, shaper.ReasonQueueFull, shaper.ReasonUnavailable, shaper.ReasonWouldExpire:
 		return true
 	}
 	return false

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -14,6 +15,7 @@ import (
 // Header names of the job protocol (SPEC.md, "Subjects and the job protocol").
 const (
 	hdrMaxWait = "Shaper-Max-Wait"
+	hdrCost    = "Shaper-Cost"
 	hdrMsgID   = "Nats-Msg-Id"
 	hdrStatus  = "Shaper-Status"
 	hdrReason  = "Shaper-Reason"
@@ -76,7 +78,11 @@ func parseJob(lim intakeLimits, subject string, hdr http.Header, data []byte) (*
 	if err != nil {
 		return stub, "", &rejection{shaper.ReasonBadRequest, err}
 	}
-	stub.Key, stub.Cost, stub.MaxWait = key, 1, maxWait
+	cost, err := parseCost(hdr.Get(hdrCost))
+	if err != nil {
+		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+	}
+	stub.Key, stub.Cost, stub.MaxWait = key, cost, maxWait
 	stub.Header = passThrough(hdr, lim.keyHeader)
 	return stub, msgID, nil
 }
@@ -118,6 +124,22 @@ func parseMaxWait(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("header %s %q is not valid: %w", hdrMaxWait, v, errMaxWait)
 	}
 	return d, nil
+}
+
+// maxCost bounds Shaper-Cost before the lane's own queue.max_cost applies.
+const maxCost = 1000000
+
+// parseCost parses Shaper-Cost: empty means 1; otherwise a whole number
+// 1..1000000 (the lane refuses one above its queue.max_cost).
+func parseCost(v string) (int, error) {
+	if v == "" {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > maxCost {
+		return 0, fmt.Errorf("header %s %q is not valid: write a whole number 1..%d (bounded by the downstream's queue.max_cost)", hdrCost, truncate(v, 32), maxCost)
+	}
+	return n, nil
 }
 
 // passThrough keeps the producer's headers that a downstream may want

@@ -93,10 +93,14 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 				errs = append(errs, fmt.Errorf("downstream %q: queue: %w", cfg.Name, err))
 			}
 		}
-		if p.l == nil || !reflect.DeepEqual(old.Admission, cfg.Admission) {
-			if p.adm, err = newAdmitter(cfg.Admission); err != nil {
+		if p.l != nil && !p.l.durable() && old.Fairness != cfg.Fairness {
+			errs = append(errs, fmt.Errorf("downstream %q: fairness cannot change while running; restart", cfg.Name))
+		}
+		if p.l == nil || !reflect.DeepEqual(old.Admission, cfg.Admission) || old.AdmissionStore != cfg.AdmissionStore || shadowChanged(old, cfg) {
+			if p.adm, err = s.newLaneAdmitter(cfg); err != nil {
 				errs = append(errs, fmt.Errorf("downstream %q: admission: %w", cfg.Name, err))
 			}
+			p.adm = s.shadowAdmission(p.adm, cfg)
 		} else {
 			p.newAdm = false
 		}

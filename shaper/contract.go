@@ -47,6 +47,9 @@ const (
 	ReasonPayloadTooLarge   Reason = "payload_too_large"
 	ReasonBadRequest        Reason = "bad_request"
 	ReasonUnavailable       Reason = "unavailable"
+	// ReasonWouldExpire: the job's predicted start (its place in the queue
+	// at the drain rate) is past its max wait (LaneSettings.RejectWouldExpire).
+	ReasonWouldExpire Reason = "would_expire"
 
 	ReasonExpired  Reason = "expired"
 	ReasonShutdown Reason = "shutdown"
@@ -135,6 +138,41 @@ type LaneSettings struct {
 	// Durable asks Deps.Queues for a durable queue (queue.backend
 	// jetstream); false = the in-memory queue.
 	Durable bool
+	// AdmissionStore says where Admission's per-key state lives; the zero
+	// value is in memory.
+	AdmissionStore AdmissionStore
+
+	Beyond // issue 7's policies; the zero value turns every one off
+}
+
+// Beyond holds the policies beyond a plain leaky bucket (README "Beyond a
+// plain leaky bucket"). The zero value turns each one off.
+type Beyond struct {
+	// MaxCost is the highest Job.Cost accepted (queue.max_cost); 0 = 1. A
+	// job of cost N takes N slots of capacity, N admission tokens and N
+	// intervals of drain time.
+	MaxCost int
+	// RejectWouldExpire rejects at once, with ReasonWouldExpire, a job whose
+	// predicted start (queued cost ahead of it / rate) is past its max wait.
+	RejectWouldExpire bool
+	// Shadow makes the lane count what its policies would reject (admission,
+	// would_expire, the per-key share) in shaper_shadow_rejections_total
+	// and accept the job anyway. The queue's capacity is always enforced.
+	Shadow bool
+	// AdmissionShadow is Shadow for the admission rule alone.
+	AdmissionShadow bool
+	// Adaptive lowers the drain rate below Rate when the downstream answers
+	// 429/503 and raises it back after a run of successes (AIMD).
+	Adaptive bool
+	// Fairness gives each admission key its own sub-queue, served by
+	// deficit round robin (memory queue only).
+	Fairness bool
+	// KeyCapacity bounds the cost one key may hold queued under Fairness;
+	// 0 = Capacity.
+	KeyCapacity int
+	// Weights are per-key DRR weights under Fairness (absent = 1), by exact
+	// key. Not modified by the shaper.
+	Weights map[string]int
 }
 
 // RetryPolicy bounds retries of failed deliveries.

@@ -27,6 +27,7 @@ func (l *lane) finish(job *Job, err error, policy RetryPolicy, now time.Time) (g
 	}
 	l.inflight--
 	l.m.inflight.Set(float64(l.inflight))
+	l.adapt(job, err, now)
 	var pb *PushbackError
 	var perm *PermanentError
 	switch {

@@ -30,8 +30,8 @@ const (
 // leak to the downstream.
 //
 // Responses: 2xx = done; 429 or 503 with a valid Retry-After (seconds or an
-// HTTP-date) = *PushbackError; 429/503 without one, other 5xx, timeouts and
-// connection errors = retryable errors; 3xx (redirects are not followed) and
+// HTTP-date) = *PushbackError; 429/503 without one = *OverloadError
+// (retryable); other 5xx, timeouts and connection errors = retryable errors; 3xx (redirects are not followed) and
 // other 4xx = *PermanentError.
 //
 // An HTTPSink is safe for concurrent use. Deliver blocks until the response
@@ -133,7 +133,7 @@ func (s *HTTPSink) classify(resp *http.Response, head []byte) error {
 		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), s.now()); ok {
 			return &PushbackError{RetryAfter: d, Err: err}
 		}
-		return err
+		return &OverloadError{Err: err}
 	case code >= 300 && code < 400:
 		return &PermanentError{Err: fmt.Errorf("%w: redirect to %q not followed (configure the final URL)",
 			err, resp.Header.Get("Location"))}

@@ -78,6 +78,16 @@ type entry struct {
 type memQueue struct {
 	fifo    *queue.Bucket[entry]
 	retries []entry // sorted by at; a retry's ties keep insertion order
+	cost    int     // sum of the held jobs' costs
+}
+
+// newLaneQueue is the in-memory queue cfg asks for: FIFO, or fair between
+// keys.
+func newLaneQueue(cfg LaneSettings) Queue {
+	if cfg.Fairness {
+		return newFairQueue(cfg)
+	}
+	return newMemQueue(cfg.Capacity)
 }
 
 func newMemQueue(capacity int) *memQueue {
@@ -85,16 +95,21 @@ func newMemQueue(capacity int) *memQueue {
 }
 
 func (q *memQueue) Len() int     { return q.fifo.Len() + len(q.retries) }
+func (q *memQueue) CostLen() int { return q.cost }
 func (q *memQueue) Cap() int     { return q.fifo.Cap() }
 func (q *memQueue) SetCap(n int) { q.fifo.SetCap(n) }
 func (q *memQueue) Ack(*Job)     {}
 func (q *memQueue) GiveUp(*Job)  {}
 
 func (q *memQueue) Enqueue(job *Job, at time.Time) error {
-	if q.Len() >= q.Cap() {
+	if q.cost+jobCost(job) > q.Cap() {
 		return queue.ErrFull
 	}
-	return q.fifo.Offer(entry{job, at})
+	if err := q.fifo.Offer(entry{job, at}); err != nil {
+		return err
+	}
+	q.cost += jobCost(job)
+	return nil
 }
 
 func (q *memQueue) NextReady() (time.Time, bool) {
@@ -110,13 +125,18 @@ func (q *memQueue) Take(now time.Time) (*Job, time.Time, bool) {
 		e := q.retries[0]
 		q.retries[0] = entry{}
 		q.retries = q.retries[1:]
+		q.cost -= jobCost(e.job)
 		return e.job, e.at, true
 	}
 	e, ok := q.fifo.Poll()
+	if ok {
+		q.cost -= jobCost(e.job)
+	}
 	return e.job, e.at, ok
 }
 
 func (q *memQueue) RetryLater(job *Job, at time.Time, _ bool) {
+	q.cost += jobCost(job)
 	i := len(q.retries)
 	for i > 0 && q.retries[i-1].at.After(at) {
 		i--
@@ -134,6 +154,7 @@ func (q *memQueue) DropFront(drop func(*Job) bool) []*Job {
 			return out
 		}
 		q.fifo.Poll()
+		q.cost -= jobCost(e.job)
 		out = append(out, e.job)
 	}
 }
@@ -143,7 +164,7 @@ func (q *memQueue) Drain() []*Job {
 	for _, e := range q.retries {
 		out = append(out, e.job)
 	}
-	q.retries = nil
+	q.retries, q.cost = nil, 0
 	for e, ok := q.fifo.Poll(); ok; e, ok = q.fifo.Poll() {
 		out = append(out, e.job)
 	}

@@ -16,12 +16,15 @@ type lane struct {
 
 	mu       sync.Mutex
 	cfg      LaneSettings  // normalized
-	interval time.Duration // 1/cfg.Rate
+	interval time.Duration // 1/rate
+	rate     float64       // effective drain rate: cfg.Rate, or lower under Adaptive
+	ctl      aimd          // adaptive rate control (LaneSettings.Adaptive)
 	q        Queue
 	adm      admitter // nil = no admission control
 	sink     Sink
 	next     time.Time // earliest next start on the absolute schedule
 	last     time.Time // schedule slot of the last start; zero before the first
+	lastCost int       // cost of the last start: it holds lastCost intervals
 	inflight int
 	paused   bool      // by the admin API
 	pushback time.Time // paused by the downstream until then; zero = not
@@ -43,7 +46,7 @@ type counters struct {
 
 func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter, q Queue) *lane {
 	if q == nil {
-		q = newMemQueue(cfg.Capacity)
+		q = newLaneQueue(cfg)
 	}
 	l := &lane{
 		s: s, name: cfg.Name, m: s.met.forLane(cfg.Name),
@@ -80,13 +83,25 @@ func (l *lane) kick() {
 // Requires l.mu (or exclusive access).
 func (l *lane) setConfig(cfg LaneSettings) {
 	l.cfg = cfg
-	l.interval = interval(cfg.Rate)
-	if !l.last.IsZero() {
-		l.next = later(l.last.Add(l.interval), l.pushback)
-	}
+	l.setRate(l.ctl.reset(cfg, l.rate))
 	l.q.SetCap(cfg.Capacity)
+	if f, ok := l.q.(*fairQueue); ok {
+		f.configure(cfg.Beyond)
+	}
 	l.m.capacity.Set(float64(cfg.Capacity))
-	l.m.rate.Set(cfg.Rate)
+	l.m.rateConfigured.Set(cfg.Rate)
+}
+
+// setRate makes rate the effective drain rate; it applies to queued jobs:
+// the next start is the last start plus its cost at the new interval.
+// Requires l.mu.
+func (l *lane) setRate(rate float64) {
+	l.rate = rate
+	l.interval = interval(rate)
+	if !l.last.IsZero() {
+		l.next = later(l.last.Add(l.drainOf(l.lastCost)), l.pushback)
+	}
+	l.m.rate.Set(rate)
 }
 
 // runDue starts every job the schedule allows at now, then reschedules the
@@ -138,7 +153,8 @@ func (l *lane) canStart() bool {
 // start launches one delivery in its own goroutine; slot is the schedule
 // position it takes. Requires l.mu.
 func (l *lane) start(job *Job, slot, now time.Time) {
-	l.last, l.next = slot, slot.Add(l.interval)
+	l.lastCost = jobCost(job)
+	l.last, l.next = slot, slot.Add(l.drainOf(l.lastCost))
 	l.inflight++
 	job.Attempt++
 	job.slot = slot
@@ -175,6 +191,9 @@ func (l *lane) drop(job *Job, reason Reason, why string) {
 // reschedule tells the scheduler when this lane next wants to start, if at
 // all. Requires l.mu.
 func (l *lane) reschedule() {
+	if f, ok := l.q.(*fairQueue); ok {
+		l.m.fairKeys.Set(float64(len(f.ring)))
+	}
 	if !l.canStart() {
 		l.s.sched.wantAt(l, time.Time{}, false)
 		return

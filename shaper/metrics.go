@@ -22,7 +22,7 @@ const (
 
 var (
 	rejectReasons = []Reason{ReasonRateLimited, ReasonQueueFull, ReasonUnknownDownstream,
-		ReasonPayloadTooLarge, ReasonBadRequest, ReasonUnavailable}
+		ReasonPayloadTooLarge, ReasonBadRequest, ReasonUnavailable, ReasonWouldExpire}
 	dropReasons = []Reason{ReasonExpired, ReasonShutdown}
 	outcomes    = []Outcome{OutcomeSuccess, OutcomeFailed, OutcomeDeadLettered}
 )
@@ -41,6 +41,7 @@ type Metrics struct {
 	depth, capacity, rate       *prometheus.GaugeVec
 	inflight, paused            *prometheus.GaugeVec
 	wait, duration              *prometheus.HistogramVec
+	beyondMetrics
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -70,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		delivered: counter("shaper_jobs_delivered_total", "Started jobs that ended, by outcome.", "outcome"),
 		depth:     gauge("shaper_queue_depth", "Jobs held in a downstream's queue, including retries waiting for backoff."),
 		capacity:  gauge("shaper_queue_capacity", "Bound of a downstream's queue."),
-		rate:      gauge("shaper_drain_rate_per_second", "Configured drain rate in starts per second."),
+		rate:      gauge("shaper_drain_rate_per_second", "Drain rate in starts per second: the configured rate, or the effective one under rate_control adaptive."),
 		inflight:  gauge("shaper_inflight", "Deliveries in progress."),
 		paused:    gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
 		wait: f.NewHistogramVec(prometheus.HistogramOpts{
@@ -83,7 +84,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of one delivery try.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 17),
 		}, ds),
-		known: map[string]int{},
+		known:         map[string]int{},
+		beyondMetrics: newBeyondMetrics(f),
 	}
 	m.received.WithLabelValues(unknownLabel)
 	for _, r := range rejectReasons {
@@ -148,6 +150,7 @@ type laneMetrics struct {
 	delivered                                       map[Outcome]prometheus.Counter
 	depth, capacity, rate, inflight, paused         prometheus.Gauge
 	wait, duration                                  prometheus.Observer
+	beyondLane
 }
 
 // forLane creates (pre-creates) every series of downstream name. m must
@@ -176,6 +179,7 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 	for _, o := range outcomes {
 		lm.delivered[o] = m.delivered.WithLabelValues(name, string(o))
 	}
+	lm.beyondLane = m.beyondMetrics.forLane(name)
 	return lm
 }
 
@@ -195,7 +199,8 @@ func (m *Metrics) forget(name string) {
 		m.started.MetricVec, m.retries.MetricVec, m.pushbacks.MetricVec, m.rejected.MetricVec,
 		m.dropped.MetricVec, m.delivered.MetricVec, m.depth.MetricVec, m.capacity.MetricVec,
 		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
-		m.duration.MetricVec} {
+		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
+		m.rateCuts.MetricVec, m.fairKeys.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -72,6 +72,7 @@ func normalizeLane(ls LaneSettings) (LaneSettings, error) {
 	if ls.MaxWait < 0 {
 		bad("max wait: must be >= 0, got %s", ls.MaxWait)
 	}
+	normalizeBeyond(&ls, bad)
 	r := &ls.Retry
 	if r.MaxAttempts < 0 || r.InitialBackoff < 0 || r.MaxBackoff < 0 {
 		bad("retry: values must be >= 0, got %+v", *r)
@@ -99,3 +100,30 @@ func cmp0[T comparable](v, def T) T {
 func interval(rate float64) time.Duration {
 	return time.Duration(math.Round(float64(time.Second) / rate))
 }
+
+// normalizeBeyond validates and defaults the issue-7 policies of ls.
+func normalizeBeyond(ls *LaneSettings, bad func(string, ...any)) {
+	b := &ls.Beyond
+	b.MaxCost = cmp0(b.MaxCost, 1)
+	if b.MaxCost < 1 || (ls.Capacity >= 1 && b.MaxCost > ls.Capacity) {
+		bad("max cost: must be 1..capacity (%d), got %d", ls.Capacity, b.MaxCost)
+	}
+	if !b.Fairness {
+		return
+	}
+	if ls.Durable {
+		bad("fairness: needs the memory queue")
+	}
+	b.KeyCapacity = cmp0(b.KeyCapacity, ls.Capacity)
+	if b.KeyCapacity < b.MaxCost || b.KeyCapacity > ls.Capacity {
+		bad("key capacity: must be max cost (%d)..capacity (%d), got %d", b.MaxCost, ls.Capacity, b.KeyCapacity)
+	}
+	for k, w := range b.Weights {
+		if w < 1 || w > MaxWeight {
+			bad("weight of key %q: must be 1..%d, got %d", k, MaxWeight, w)
+		}
+	}
+}
+
+// MaxWeight bounds a fairness weight (Beyond.Weights).
+const MaxWeight = 1000

@@ -28,6 +28,13 @@ type Deps struct {
 	// (LaneSettings.Durable); nil, or a nil Queue, = the in-memory queue.
 	// A DurableQueue's Close is called when its lane is gone or Run ends.
 	Queues func(LaneSettings) (Queue, error)
+	// Admitters builds the admission limiter of a lane whose
+	// LaneSettings.AdmissionStore is not memory (e.g. a NATS KV bucket
+	// shared by instances); nil, or a nil Admitter, = the in-memory
+	// limiter. It is called by New and by Apply when the admission config
+	// changed; an Admitter that implements io.Closer is not closed by the
+	// shaper (its builder owns it).
+	Admitters func(LaneSettings) (Admitter, error)
 }
 
 // ErrClosed is returned by Apply, and Run, once Run has returned or begun to
@@ -43,6 +50,7 @@ type Shaper struct {
 	met   *Metrics
 	sinks func(LaneSettings) (Sink, error)
 	qs    func(LaneSettings) (Queue, error)
+	adms  func(LaneSettings) (Admitter, error)
 	dlr   DeadLetterer
 	clock func() time.Time
 
@@ -58,6 +66,8 @@ type Shaper struct {
 	running    atomic.Bool
 	ready      chan struct{}
 	deliveries sync.WaitGroup
+	remote     sync.WaitGroup  // goRemote's submissions in flight
+	remoteSem  chan struct{}   // bounds them: maxRemoteDecisions
 	dctx       context.Context // cancelled when the shutdown grace runs out
 	dcancel    context.CancelFunc
 }
@@ -70,10 +80,11 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 		return nil, err
 	}
 	sh := &Shaper{
-		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, dlr: deps.DeadLetter,
+		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter,
 		clock:  time.Now,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
 		sched: newScheduler(), ready: make(chan struct{}),
+		remoteSem: make(chan struct{}, maxRemoteDecisions),
 	}
 	if sh.log == nil {
 		sh.log = slog.New(slog.DiscardHandler)
@@ -128,9 +139,15 @@ func (s *Shaper) Run(ctx context.Context) error {
 // the grace, then drops every queued job with ReasonShutdown.
 func (s *Shaper) shutdown() {
 	s.mu.Lock()
-	s.closing.Store(true) // under s.mu: Apply checks it under s.mu
+	s.closing.Store(true) // under s.mu: Apply and goRemote check it under s.mu
 	s.mu.Unlock()
 	grace := s.graceNow()
+	// Submissions deciding on a remote admission store finish first (each
+	// is bounded by the store's timeout); they now see closing and refuse,
+	// or have queued their job before the queues are drained below.
+	waitFor(&s.remote, grace, func() {
+		s.log.Warn("admission decisions still waiting on the store after the shutdown grace")
+	})
 	s.log.Info("shaper shutting down: finishing in-flight deliveries", "grace", grace)
 	waitFor(&s.deliveries, grace, func() {
 		s.log.Warn("in-flight deliveries exceeded the shutdown grace; cancelling them")

@@ -12,8 +12,9 @@ type LaneStatus struct {
 	Name string `json:"name"`
 	// Rate is the configured drain rate in starts per second.
 	Rate float64 `json:"rate"`
-	// EffectiveRate is the rate starts are being made at now: Rate, or 0
-	// while paused (by the admin API or by pushback).
+	// EffectiveRate is the rate starts are being made at now: Rate (or the
+	// adaptive rate under rate_control adaptive), or 0 while paused (by the
+	// admin API or by pushback).
 	EffectiveRate float64 `json:"effective_rate"`
 	Concurrency   int     `json:"concurrency"`
 	Depth         int     `json:"depth"` // queued jobs, including retries waiting for backoff
@@ -53,7 +54,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := LaneStatus{
-		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.cfg.Rate, Concurrency: l.cfg.Concurrency,
+		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.rate, Concurrency: l.cfg.Concurrency,
 		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.paused,
 		Removing: l.removed,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,

@@ -45,9 +45,7 @@ func (s *Shaper) SubmitAt(now time.Time, job *Job) Receipt {
 		return s.reject(nil, rc, ReasonUnknownDownstream, 0,
 			fmt.Errorf("no downstream named %q", job.Downstream))
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.submit(now, job, rc)
+	return l.submitLocked(now, job, rc)
 }
 
 var errShuttingDown = errors.New("shaper is shutting down")
@@ -63,12 +61,22 @@ func (l *lane) submit(now time.Time, job *Job, rc Receipt) Receipt {
 		return l.s.reject(l, rc, ReasonUnknownDownstream, 0,
 			fmt.Errorf("downstream %q was removed from the config", l.name))
 	}
-	if l.level(now) >= l.q.Cap() {
+	if rej, ok := l.checkCost(job, rc); !ok {
+		return rej
+	}
+	c := jobCost(job)
+	if l.level(now)+c > l.q.Cap() {
 		l.dropExpiredFront(now)
 	}
-	if n := l.level(now); n >= l.q.Cap() {
-		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+	if n := l.level(now); n+c > l.q.Cap() {
+		return l.s.reject(l, rc, ReasonQueueFull, l.freesIn(now, n+c-l.q.Cap()),
 			fmt.Errorf("queue %s is full (%d/%d)", l.name, n, l.q.Cap()))
+	}
+	if rej, ok := l.checkKeyShare(now, job, rc); !ok {
+		return rej
+	}
+	if rej, ok := l.checkDeadline(now, job, rc); !ok {
+		return rej
 	}
 	if rej, ok := l.admit(now, job, rc); !ok {
 		return rej
@@ -78,6 +86,7 @@ func (l *lane) submit(now time.Time, job *Job, rc Receipt) Receipt {
 	if wait := cmp0(job.MaxWait, l.cfg.MaxWait); wait > 0 {
 		job.Deadline = now.Add(wait)
 	}
+	ahead := l.aheadOf(job)
 	if err := l.q.Enqueue(job, now); err != nil { // cannot happen: checked above, same lock
 		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now), err)
 	}
@@ -86,8 +95,7 @@ func (l *lane) submit(now time.Time, job *Job, rc Receipt) Receipt {
 	l.m.depth.Set(float64(l.q.Len()))
 	l.reschedule()
 	rc.Accepted, rc.Position = true, l.q.Len()
-	start := later(later(l.next, l.pushback), now).Add(time.Duration(rc.Position-1) * l.interval)
-	rc.ETA = start.Sub(now)
+	rc.ETA = l.predictStart(now, ahead).Sub(now)
 	return rc
 }
 
@@ -103,6 +111,8 @@ func (l *lane) admit(now time.Time, job *Job, rc Receipt) (Receipt, bool) {
 	}
 	d, err := l.adm.AllowAt(job.Key, now, max(job.Cost, 1))
 	switch {
+	case errors.Is(err, ErrAdmissionUnavailable):
+		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable, err), false
 	case errors.Is(err, limiter.ErrCostTooLarge):
 		return l.s.reject(l, rc, ReasonBadRequest, 0, fmt.Errorf("job cost %d can never be admitted: %w", job.Cost, err)), false
 	case err != nil:
@@ -119,12 +129,15 @@ func (l *lane) admit(now time.Time, job *Job, rc Receipt) (Receipt, bool) {
 // one interval after its slot. Counting it makes a burst shorter than one
 // interval into an idle lane accept exactly Capacity jobs however the
 // scheduler interleaves with the submissions, and makes the slot free at
-// the moment Retry-After names. Slots are at least one interval apart, so
-// at most one start counts. Requires l.mu.
+// the moment Retry-After names. Costs count: a job of cost N holds N slots
+// while queued and, once started, the slots of its N intervals not yet
+// drained. Requires l.mu.
 func (l *lane) level(now time.Time) int {
-	n := l.q.Len()
-	if !l.last.IsZero() && l.last.Add(l.interval).After(now) {
-		n++
+	n := queuedCost(l.q)
+	if !l.last.IsZero() {
+		if left := l.last.Add(l.drainOf(l.lastCost)).Sub(now); left > 0 {
+			n += int((left + l.interval - 1) / l.interval)
+		}
 	}
 	return n
 }
@@ -142,6 +155,16 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 		return d
 	}
 	return l.interval
+}
+
+// freesIn is the Retry-After for need slots of cost: slotFreesIn, plus an
+// interval for each further slot. Requires l.mu.
+func (l *lane) freesIn(now time.Time, need int) time.Duration {
+	d := l.slotFreesIn(now)
+	if d == 0 {
+		return 0
+	}
+	return d + l.drainOf(need) - l.interval
 }
 
 // dropExpiredFront drops expired jobs at the front of a full queue so they
@@ -178,7 +201,10 @@ func newJobID() string {
 
 // SubmitFunc offers job to its lane at the current time and calls done
 // exactly once with the receipt. For an in-memory lane it is SubmitAt, and
-// done runs before SubmitFunc returns. For a lane with a DurableQueue the
+// done runs before SubmitFunc returns — unless the lane's admission state
+// is remote (Deps.Admitters): then the whole submission runs on a goroutine
+// owned by the Shaper and done runs from it, so a store round trip never
+// holds up the caller. For a lane with a DurableQueue the
 // checks run under the lane's lock (unavailable, unknown_downstream,
 // admission), then the job is stored outside every lock and done runs from
 // the store's goroutine once the store answered: accepted only after the
@@ -194,6 +220,21 @@ func (s *Shaper) SubmitFunc(job *Job, done func(Receipt)) {
 	s.mu.RLock()
 	l := s.active[job.Downstream]
 	s.mu.RUnlock()
+	if job.ID == "" {
+		job.ID = newJobID()
+	}
+	if l != nil && l.remoteAdmission() {
+		if !s.goRemote(func() { s.submitFunc(now, l, job, done) }) {
+			done(s.rejectBusy(l, job))
+		}
+		return
+	}
+	s.submitFunc(now, l, job, done)
+}
+
+// submitFunc is SubmitFunc once the lane is known; for a lane with remote
+// admission it runs on a goroutine of goRemote's.
+func (s *Shaper) submitFunc(now time.Time, l *lane, job *Job, done func(Receipt)) {
 	var dq DurableQueue
 	if l != nil {
 		dq, _ = l.q.(DurableQueue)
@@ -206,9 +247,7 @@ func (s *Shaper) SubmitFunc(job *Job, done func(Receipt)) {
 		job.ID = newJobID()
 	}
 	rc := Receipt{JobID: job.ID, Downstream: job.Downstream}
-	l.mu.Lock()
-	rc, ok := l.admitDurable(now, job, rc)
-	l.mu.Unlock()
+	rc, ok := l.admitDurableLocked(now, job, rc)
 	if !ok {
 		done(rc)
 		return
@@ -233,6 +272,12 @@ func (l *lane) admitDurable(now time.Time, job *Job, rc Receipt) (Receipt, bool)
 	case l.removed:
 		return l.s.reject(l, rc, ReasonUnknownDownstream, 0,
 			fmt.Errorf("downstream %q was removed from the config", l.name)), false
+	}
+	if rej, ok := l.checkCost(job, rc); !ok {
+		return rej, false
+	}
+	if rej, ok := l.checkDeadline(now, job, rc); !ok {
+		return rej, false
 	}
 	if rej, ok := l.admit(now, job, rc); !ok {
 		return rej, false
