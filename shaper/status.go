@@ -35,6 +35,13 @@ type LaneStatus struct {
 	Delivered map[Outcome]uint64 `json:"delivered"` // by outcome
 	Retries   uint64             `json:"retries"`
 	Pushbacks uint64             `json:"pushbacks"`
+
+	// AdmissionKeys is how many producer keys the lane's in-memory
+	// admission limiter holds now (bounded by its key cap), and
+	// AdmissionKeysEvicted how many live keys were evicted at that cap.
+	// Absent without admission control or with a remote store.
+	AdmissionKeys        *int    `json:"admission_keys,omitempty"`
+	AdmissionKeysEvicted *uint64 `json:"admission_keys_evicted,omitempty"`
 }
 
 // Lanes returns a snapshot of every lane (including removed lanes still
@@ -65,6 +72,9 @@ func (l *lane) status(now time.Time) LaneStatus {
 	if l.pushback.After(now) {
 		t := l.pushback
 		st.PushbackUntil = &t
+	}
+	if as, ok := admissionStats(l.adm); ok {
+		st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
 	}
 	if l.paused || st.PushbackUntil != nil {
 		st.EffectiveRate = 0
