@@ -45,6 +45,9 @@ func (a AdmissionStore) remote() bool { return a.Kind != "" && a.Kind != "memory
 // newLaneAdmitter builds cfg's admitter: in memory, or through
 // Deps.Admitters for a remote store; then wrapped for shadow mode.
 func (s *Shaper) newLaneAdmitter(cfg LaneSettings) (admitter, error) {
+	if len(cfg.Limits) > 0 {
+		return s.newMultiAdmitter(cfg)
+	}
 	if cfg.Admission == nil || !cfg.AdmissionStore.remote() {
 		return newAdmitter(cfg.Admission)
 	}
@@ -72,20 +75,21 @@ type decided struct {
 func (a decided) AllowAt(string, time.Time, int) (limiter.Decision, error) { return a.d, a.err }
 
 // fullBeforeAdmission reports whether submit refuses job before reaching
-// admission (shutting down, removed, queue full after dropping expired
-// jobs), for a remote lane's capacity check before its decision. Requires
-// l.mu.
-func (l *lane) fullBeforeAdmission(now time.Time, capacity bool) bool {
+// admission (shutting down, removed, or — with capacity — no room for the
+// job's cost even after dropping expired jobs), for a remote lane's check
+// before its decision; it matches submit's capacity test. Requires l.mu.
+func (l *lane) fullBeforeAdmission(now time.Time, job *Job, capacity bool) bool {
 	if l.s.closing.Load() || l.removed {
 		return true
 	}
 	if !capacity {
 		return false
 	}
-	if l.level(now) >= l.q.Cap() {
+	full := func() bool { return l.level(now)+jobCost(job) > l.q.Cap() }
+	if full() {
 		l.dropExpiredFront(now)
 	}
-	return l.level(now) >= l.q.Cap()
+	return full()
 }
 
 // withDecision runs f under l.mu with the lane's admitter answering the
@@ -109,7 +113,7 @@ func (l *lane) withDecision(d limiter.Decision, err error, f func()) {
 func (l *lane) submitLocked(now time.Time, job *Job, rc Receipt) Receipt {
 	l.mu.Lock()
 	adm := l.adm
-	if adm == nil || !l.cfg.AdmissionStore.remote() || l.fullBeforeAdmission(now, true) {
+	if adm == nil || !l.cfg.AdmissionStore.remote() || l.fullBeforeAdmission(now, job, true) {
 		defer l.mu.Unlock()
 		return l.submit(now, job, rc)
 	}
@@ -127,7 +131,7 @@ func (l *lane) submitLocked(now time.Time, job *Job, rc Receipt) Receipt {
 func (l *lane) admitDurableLocked(now time.Time, job *Job, rc Receipt) (Receipt, bool) {
 	l.mu.Lock()
 	adm := l.adm
-	if adm == nil || !l.cfg.AdmissionStore.remote() || l.fullBeforeAdmission(now, false) {
+	if adm == nil || !l.cfg.AdmissionStore.remote() || l.fullBeforeAdmission(now, job, false) {
 		defer l.mu.Unlock()
 		return l.admitDurable(now, job, rc)
 	}
