@@ -141,7 +141,12 @@ func (r TokenBucket) decide(s *TokenBucketState, now int64, cost int) Decision {
 	tokens := r.advance(s, now)
 	after := tokens - float64(cost)
 	if r.admits(after) {
-		s.Tokens, s.Last = after, now
+		// Last never moves back. x/time/rate sets it to now even when now
+		// is earlier, and the next request then earns the refill of that
+		// interval a second time; instants arrive out of order whenever
+		// decisions for one key run concurrently, or on instances whose
+		// clocks differ (a shared NATS KV store), so that would over-admit.
+		s.Tokens, s.Last = after, max(s.Last, now)
 		return Decision{Allowed: true, Remaining: floorNonNeg(after)}
 	}
 	return Decision{Remaining: floorNonNeg(tokens), RetryAfter: time.Duration(r.retryAfter(s, now, cost, tokens))}
