@@ -20,7 +20,7 @@ import (
 const (
 	DefaultBucket         = "SHAPER_ADMISSION"
 	DefaultTimeout        = 250 * time.Millisecond
-	DefaultMaxTries       = 10
+	DefaultMaxTries       = 1000
 	DefaultSyncInterval   = 100 * time.Millisecond
 	DefaultMaxKeys        = 100_000
 	DefaultLimitMarkerTTL = time.Second
@@ -44,7 +44,12 @@ type Settings struct {
 	Replicas int           // bucket replicas; 0 = 1
 	Storage  string        // "file" (default) or "memory"
 	Timeout  time.Duration // bound of one decision's reads, writes and retries; 0 = DefaultTimeout
-	MaxTries int           // compare-and-swap tries per decision; 0 = DefaultMaxTries
+	// MaxTries caps the compare-and-swap tries of one decision; 0 =
+	// DefaultMaxTries. Tries normally end well before it, at Timeout: a
+	// decision keeps retrying a conflicting write until its deadline, so a
+	// hot key shared by several instances stays exact under contention and
+	// falls to the fail policy only when the store is really too slow.
+	MaxTries int
 	// SyncInterval is approximate mode's reconciliation period; 0 =
 	// DefaultSyncInterval.
 	SyncInterval time.Duration

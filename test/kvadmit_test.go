@@ -75,8 +75,13 @@ func TestKVAdmissionThreeInstancesExact(t *testing.T) {
 	ds := newDownstream(t)
 	var conns []*nats.Conn
 	var ins []*instance
+	// Exactness is the claim for a healthy store; give each decision 2 s
+	// (default 250 ms) so that a busy machine under -race is not mistaken
+	// for a failing store, which would fall open and be counted instead.
+	cfg := strings.Replace(baseConfig(kvLane("erp", "", ds.URL)),
+		`nats: { url: "%NATS%" }`, `nats: { url: "%NATS%", jetstream: { admission_timeout: 2s } }`, 1)
 	for range 3 {
-		in := startDaemon(t, srv, baseConfig(kvLane("erp", "", ds.URL)))
+		in := startDaemon(t, srv, cfg)
 		ins = append(ins, in)
 		conns = append(conns, in.nc)
 	}
