@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestAdminAPI(t *testing.T) {
@@ -143,5 +144,24 @@ downstreams:
 	}
 	if m.Header.Get("Content-Type") != "application/json" {
 		t.Errorf("Content-Type not passed through: %v", m.Header)
+	}
+}
+
+// Every series a running daemon exports — shaper, daemon, admission store,
+// status-page sampler — passes Prometheus' own lint (names, units, help).
+func TestMetricsLint(t *testing.T) {
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(
+		lane("printer", "2/s", 10, "", ds.URL),
+		lane("kv", "2/s", 10, "    admission: { mode: token_bucket, rate: 1/s, burst: 5, store: nats }\n", ds.URL)))
+	in.request(t, "shaper.jobs.printer", []byte("x"), nil)
+	in.request(t, "shaper.jobs.kv", []byte("x"), map[string]string{"Shaper-Key": "k"})
+	problems, err := testutil.GatherAndLint(in.d.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 }
