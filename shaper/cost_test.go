@@ -67,3 +67,38 @@ func TestCostChargesAdmission(t *testing.T) {
 		}
 	})
 }
+
+// TestQueueFullRetryAfterSameBeforeAndAfterStart: a job refused queue_full
+// is told the same wait whether or not the scheduler has already started
+// the head job at that instant — the bucket's level is the same either way.
+func TestQueueFullRetryAfterSameBeforeAndAfterStart(t *testing.T) {
+	for _, started := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			cfg := laneCfg("gql", 10, 10) // 100 ms per slot
+			cfg.MaxCost = 5
+			h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"gql": newRecSink(nil)})
+			defer h.stop()
+			if !started {
+				if err := h.sh.Pause("gql"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, c := range []int{5, 1, 3} {
+				h.sh.Submit(&Job{Downstream: "gql", Cost: c})
+			}
+			synctest.Wait()
+			if !started {
+				h.sh.mu.RLock()
+				l := h.sh.active["gql"]
+				h.sh.mu.RUnlock()
+				l.mu.Lock()
+				l.paused = false // unpaused but not yet started: the start is due now
+				l.mu.Unlock()
+			}
+			rc := h.sh.Submit(&Job{Downstream: "gql", Cost: 2}) // 9 + 2 > 10
+			if rc.Reason != ReasonQueueFull || rc.RetryAfter != 100*time.Millisecond {
+				t.Errorf("started=%v: %+v, want queue_full with RetryAfter 100ms", started, rc)
+			}
+		})
+	}
+}

@@ -151,6 +151,7 @@ func TestFairnessUnderFlood(t *testing.T) {
 			t.Fatalf("flooder at its share: %+v", rc)
 		}
 		time.Sleep(rc.RetryAfter)
+		synctest.Wait() // the start due at this instant runs before the retry
 		if rc2 := h.sh.Submit(&Job{Downstream: "api", Key: "flood"}); !rc2.Accepted {
 			t.Errorf("flooder after its Retry-After %v: %+v", rc.RetryAfter, rc2)
 		}

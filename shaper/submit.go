@@ -69,7 +69,7 @@ func (l *lane) submit(now time.Time, job *Job, rc Receipt) Receipt {
 		l.dropExpiredFront(now)
 	}
 	if n := l.level(now); n+c > l.q.Cap() {
-		return l.s.reject(l, rc, ReasonQueueFull, l.freesIn(now, n+c-l.q.Cap()),
+		return l.s.reject(l, rc, ReasonQueueFull, l.levelFreesIn(now, n+c-l.q.Cap()),
 			fmt.Errorf("queue %s is full (%d/%d)", l.name, n, l.q.Cap()))
 	}
 	if rej, ok := l.checkKeyShare(now, job, rc); !ok {
@@ -157,8 +157,38 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 	return l.interval
 }
 
-// freesIn is the Retry-After for need slots of cost: slotFreesIn, plus an
-// interval for each further slot. Requires l.mu.
+// levelFreesIn is the Retry-After for a job that finds the bucket need
+// slots short: the time until level (queued cost plus what the last start
+// still holds) has dropped by need. The last start frees its slots one per
+// interval as its drain time elapses; after it, the level only drops again
+// from the next start (not before the lane's next slot or a pushback's end).
+// 0 while the lane is paused by the admin API (no start is scheduled).
+// Requires l.mu.
+func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
+	if l.paused {
+		return 0
+	}
+	need = max(need, 1)
+	held, first := 0, time.Duration(0)
+	if !l.last.IsZero() {
+		if r := l.last.Add(l.drainOf(l.lastCost)).Sub(now); r > 0 {
+			held = int((r + l.interval - 1) / l.interval)
+			first = r - time.Duration(held-1)*l.interval
+		}
+	}
+	if need <= held {
+		return first + time.Duration(need-1)*l.interval
+	}
+	next := later(later(l.next, l.pushback), now)
+	if held > 0 {
+		next = later(next, now.Add(first+time.Duration(held-1)*l.interval))
+	}
+	return next.Sub(now) + time.Duration(need-held)*l.interval
+}
+
+// freesIn is the Retry-After for the need-th start from now: slotFreesIn,
+// plus an interval for each further start (a fair-queuing key's share frees
+// when its own jobs start). Requires l.mu.
 func (l *lane) freesIn(now time.Time, need int) time.Duration {
 	d := l.slotFreesIn(now)
 	if d == 0 {
