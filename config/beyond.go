@@ -52,5 +52,6 @@ func (d Downstream) beyond() shaper.Beyond {
 		Fairness:          d.Queue.Fairness == FairnessKey,
 		KeyCapacity:       d.Queue.KeyCapacity,
 		Weights:           w,
+		Limits:            d.Admission.limiterConfigs(),
 	}
 }

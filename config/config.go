@@ -129,15 +129,21 @@ type Queue struct {
 	Weights KeyWeights `mapstructure:"weights"`
 }
 
-// Admission configures per-key admission control. token_bucket and gcra use
-// Rate and Burst; fixed_window, sliding_log and sliding_counter use Limit and
-// Window. Setting a field the mode does not use is an error.
+// Admission configures per-key admission control: one limit (Mode, Rate,
+// Burst, Limit, Window) or several at once (Limits), exactly one of the two.
+// token_bucket and gcra use Rate and Burst; fixed_window, sliding_log and
+// sliding_counter use Limit and Window. Setting a field the mode does not
+// use is an error.
 type Admission struct {
 	Mode   string        `mapstructure:"mode"`
 	Rate   Rate          `mapstructure:"rate"`
 	Burst  int           `mapstructure:"burst"`
 	Limit  int           `mapstructure:"limit"`
 	Window time.Duration `mapstructure:"window"`
+	// Limits are 1..MaxLimits limits that must all admit a job (10/s and
+	// 10000/day); a rejection refunds the others. File only: list items
+	// have no env vars. nil = the single-limit form above.
+	Limits []Limit `mapstructure:"limits"`
 	// Shadow counts this rule's rejections but admits the jobs.
 	Shadow bool `mapstructure:"shadow"`
 	// Store is where the per-key state lives: memory (this process) or
@@ -149,6 +155,20 @@ type Admission struct {
 	// Approximate decides from a local copy reconciled with the nats store
 	// in the background (token_bucket and gcra).
 	Approximate bool `mapstructure:"approximate"`
+	// MaxKeys caps the producer keys an in-memory limiter holds (memory
+	// is about 40 bytes a key); at the cap the stalest key is evicted.
+	// 0 = the limiter's default, 1 048 576.
+	MaxKeys int `mapstructure:"max_keys"`
+}
+
+// Limit is one limit of Admission.Limits, with the fields and rules of the
+// single-limit form.
+type Limit struct {
+	Mode   string        `mapstructure:"mode"`
+	Rate   Rate          `mapstructure:"rate"`
+	Burst  int           `mapstructure:"burst"`
+	Limit  int           `mapstructure:"limit"`
+	Window time.Duration `mapstructure:"window"`
 }
 
 // Sink configures where a downstream's jobs go; exactly one is set.

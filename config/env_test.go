@@ -1,6 +1,7 @@
 package config
 
 import (
+	"reflect"
 	"testing"
 	"time"
 )
@@ -137,9 +138,9 @@ func TestEnvName(t *testing.T) {
 	}
 }
 
-func eq[T comparable](t *testing.T, got, want T) {
+func eq[T any](t *testing.T, got, want T) {
 	t.Helper()
-	if got != want {
+	if !reflect.DeepEqual(got, want) { // Admission holds a slice (limits)
 		t.Errorf("got %v, want %v", got, want)
 	}
 }

@@ -55,6 +55,11 @@ func LoadWith(path string, opts Options) (Config, error) {
 		}
 	}
 	l.checkShape()
+	if opts.Environ != nil {
+		l.checkLimitsEnv(opts.Environ)
+	} else {
+		l.checkLimitsEnv(os.Environ())
+	}
 	keys := l.keys()
 	for _, k := range keys {
 		if def, ok := l.defaults[k]; ok {
@@ -170,6 +175,10 @@ func (l *loader) check(path string, raw any, t reflect.Type) {
 	if raw == nil {
 		return
 	}
+	if t == limitsType {
+		l.checkLimits(path, raw)
+		return
+	}
 	m, isMap := raw.(map[string]any)
 	st := t
 	if st.Kind() == reflect.Pointer {
@@ -243,12 +252,15 @@ func (l *loader) keys() []string {
 		prefix := "downstreams." + name + "."
 		raw, _ := l.raw[name].(map[string]any)
 		for _, lf := range dsLeaves {
+			if lf.typ == limitsType { // not in viper: no env var (checkLimitsEnv)
+				continue
+			}
 			if lf.opt != "" && (hasPath(raw, lf.opt) || l.hasEnv(prefix+lf.path)) {
 				l.present[prefix+lf.opt] = true
 			}
 		}
 		for _, lf := range dsLeaves {
-			if lf.opt != "" && !l.present[prefix+lf.opt] {
+			if lf.opt != "" && !l.present[prefix+lf.opt] || lf.typ == limitsType {
 				continue
 			}
 			if lf.typ == headersType {
@@ -291,6 +303,11 @@ func (l *loader) decode() Config {
 		prefix := "downstreams." + name + "."
 		for _, lf := range dsLeaves {
 			if lf.opt != "" && !l.present[prefix+lf.opt] {
+				continue
+			}
+			if lf.typ == limitsType {
+				raw, _ := l.raw[name].(map[string]any)
+				l.decodeLimits(prefix, lf.path, raw, settable(dv, lf.index))
 				continue
 			}
 			if lf.typ != headersType {

@@ -32,9 +32,14 @@ type problems struct {
 	bad  map[string]bool // keys already reported while decoding
 }
 
-// add reports a problem with a key that env can set.
+// add reports a problem with a key that env can set, unless the key is in
+// a list item (admission.limits[0].rate), which has no env var.
 func (ps *problems) add(key, format string, args ...any) {
-	ps.list = append(ps.list, &Problem{Key: key, Env: EnvName(key), Msg: fmt.Sprintf(format, args...)})
+	env := EnvName(key)
+	if strings.Contains(key, "[") {
+		env = ""
+	}
+	ps.list = append(ps.list, &Problem{Key: key, Env: env, Msg: fmt.Sprintf(format, args...)})
 }
 
 // addFileOnly reports a problem with a key that only the file can hold

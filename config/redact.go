@@ -28,6 +28,7 @@ func (c Config) Redacted() Config {
 	for name, d := range c.Downstreams {
 		if d.Admission != nil {
 			a := *d.Admission
+			a.Limits = slices.Clone(a.Limits)
 			d.Admission = &a
 		}
 		if d.Sink.HTTP != nil {
@@ -86,6 +87,10 @@ func writeKeys(b *strings.Builder, prefix string, root reflect.Value, leaves []l
 		if !ok || lf.typ == downstreamsTyp || v.IsZero() {
 			continue
 		}
+		if lf.typ == limitsType {
+			writeLimits(b, prefix+lf.path, v)
+			continue
+		}
 		if lf.typ == headersType {
 			for _, k := range slices.Sorted(maps.Keys(v.Interface().(map[string]string))) {
 				fmt.Fprintf(b, "%s%s.%s: %s\n", prefix, lf.path, k, redacted)
@@ -94,7 +99,7 @@ func writeKeys(b *strings.Builder, prefix string, root reflect.Value, leaves []l
 		}
 		val := v.Interface()
 		if d, ok := val.(time.Duration); ok {
-			val = formatDuration(d)
+			val = FormatDuration(d)
 		}
 		fmt.Fprintf(b, "%s%s: %v\n", prefix, lf.path, val)
 	}

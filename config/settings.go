@@ -42,20 +42,15 @@ func (c Config) ShaperSettings() shaper.Settings {
 	return s
 }
 
-// limiterConfig returns nil for no admission control. Only the fields of
-// the mode are copied, so the limiter never sees a stray value.
+// limiterConfig returns nil for no admission control or for several
+// limits (limiterConfigs).
 func (a *Admission) limiterConfig() *limiter.Config {
-	if a == nil {
+	if a == nil || a.Limits != nil {
 		return nil
 	}
-	lc := &limiter.Config{Mode: limiter.Mode(a.Mode)}
-	switch lc.Mode {
-	case limiter.TokenBucketMode, limiter.GCRAMode:
-		lc.Rate, lc.Burst = float64(a.Rate), a.Burst
-	default:
-		lc.Limit, lc.Window = a.Limit, a.Window
-	}
-	return lc
+	lc := a.single().limiterConfig()
+	lc.MaxKeys = a.MaxKeys
+	return &lc
 }
 
 func (s Sink) spec() shaper.SinkSpec {

@@ -170,7 +170,7 @@ downstreams.ok.rate: must be 1/h..1000000/s, got 2000000/s (env SHAPER_DOWNSTREA
 // FuzzLoad: any bytes as a config file give a valid Config or an error,
 // never a panic, and a Config that Load accepts passes Validate.
 func FuzzLoad(f *testing.F) {
-	for _, name := range []string{"full", "minimal", "multi", "truncated", "secrets", "two_sinks"} {
+	for _, name := range []string{"full", "minimal", "multi", "truncated", "secrets", "two_sinks", "admission_limits", "admission_limits_bad_item", "admission_limits_count"} {
 		data, err := os.ReadFile("testdata/" + name + ".yaml")
 		if err != nil {
 			f.Fatal(err)

@@ -172,8 +172,9 @@ func parseDuration(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// formatDuration is Duration.String without the zero tails: 1m, not 1m0s.
-func formatDuration(d time.Duration) string {
+// FormatDuration is Duration.String without the zero tails: 1m, not 1m0s,
+// the form config values and messages use.
+func FormatDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

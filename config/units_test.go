@@ -104,9 +104,9 @@ func TestUnitStrings(t *testing.T) {
 		{"size bytes", ByteSize(1000).String(), "1000B"},
 		{"size KiB", ByteSize(1536).String(), "1536B"},
 		{"size zero", ByteSize(0).String(), "0B"},
-		{"duration", formatDuration(time.Minute), "1m"},
-		{"duration hours", formatDuration(2 * time.Hour), "2h"},
-		{"duration mixed", formatDuration(90 * time.Second), "1m30s"},
+		{"duration", FormatDuration(time.Minute), "1m"},
+		{"duration hours", FormatDuration(2 * time.Hour), "2h"},
+		{"duration mixed", FormatDuration(90 * time.Second), "1m30s"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/shaperd/shaper/limiter"
 	"maps"
 	"math"
 	"net"
@@ -11,8 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
-
-	"github.com/shaperd/shaper/limiter"
 )
 
 // Bounds enforced by Validate; messages state them.
@@ -189,7 +188,7 @@ func (d Downstream) validate(v validator, p, prefix string) {
 	v.duration(p+"retry.initial_backoff", d.Retry.InitialBackoff, time.Millisecond, time.Hour)
 	v.duration(p+"retry.max_backoff", d.Retry.MaxBackoff, time.Millisecond, 24*time.Hour)
 	if k := p + "retry.initial_backoff"; v.ok(k) && v.ok(p+"retry.max_backoff") && d.Retry.InitialBackoff > d.Retry.MaxBackoff {
-		v.add(k, "%s is more than retry.max_backoff %s; make it at most that", formatDuration(d.Retry.InitialBackoff), formatDuration(d.Retry.MaxBackoff))
+		v.add(k, "%s is more than retry.max_backoff %s; make it at most that", FormatDuration(d.Retry.InitialBackoff), FormatDuration(d.Retry.MaxBackoff))
 	}
 	if d.DeadLetter != "" {
 		v.subject(p+"dead_letter", d.DeadLetter, true)
@@ -198,24 +197,15 @@ func (d Downstream) validate(v validator, p, prefix string) {
 }
 
 func (a Admission) validate(v validator, p string) {
-	mode := limiter.Mode(a.Mode)
-	switch mode {
-	case limiter.TokenBucketMode, limiter.GCRAMode:
-		v.rate(p+"rate", a.Rate)
-		v.intRange(p+"burst", a.Burst, 1, MaxBurst)
-		v.unused(p+"limit", a.Limit != 0, a.Mode, "fixed_window, sliding_log or sliding_counter")
-		v.unused(p+"window", a.Window != 0, a.Mode, "fixed_window, sliding_log or sliding_counter")
-	case limiter.FixedWindowMode, limiter.SlidingLogMode, limiter.SlidingCounterMode:
-		v.intRange(p+"limit", a.Limit, 1, MaxLimit)
-		v.duration(p+"window", a.Window, time.Millisecond, 24*time.Hour)
-		v.unused(p+"rate", a.Rate != 0, a.Mode, "token_bucket or gcra")
-		v.unused(p+"burst", a.Burst != 0, a.Mode, "token_bucket or gcra")
-	default:
-		if v.ok(p + "mode") {
-			v.add(p+"mode", "%q is not an admission mode; use token_bucket, gcra, fixed_window, sliding_log or sliding_counter", a.Mode)
-		}
+	if a.Limits != nil || v.ps.isBad(p+"limits") {
+		a.validateLimits(v, p)
+	} else {
+		a.single().validate(v, p)
 	}
 	a.validateStore(v, p)
+	if a.MaxKeys != 0 {
+		v.intRange(p+"max_keys", a.MaxKeys, 1, limiter.MaxMaxKeys)
+	}
 }
 
 func (s Sink) validate(v validator, key, prefix string) {
@@ -285,7 +275,7 @@ func (v validator) intRange(key string, n, lo, hi int) {
 
 func (v validator) duration(key string, d, lo, hi time.Duration) {
 	if v.ok(key) && (d < lo || d > hi) {
-		v.add(key, "must be %s..%s, got %s", formatDuration(lo), formatDuration(hi), formatDuration(d))
+		v.add(key, "must be %s..%s, got %s", FormatDuration(lo), FormatDuration(hi), FormatDuration(d))
 	}
 }
 

@@ -96,7 +96,7 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 		if p.l != nil && !p.l.durable() && old.Fairness != cfg.Fairness {
 			errs = append(errs, fmt.Errorf("downstream %q: fairness cannot change while running; restart", cfg.Name))
 		}
-		if p.l == nil || !reflect.DeepEqual(old.Admission, cfg.Admission) || old.AdmissionStore != cfg.AdmissionStore || shadowChanged(old, cfg) {
+		if p.l == nil || !reflect.DeepEqual(old.Admission, cfg.Admission) || !reflect.DeepEqual(old.Limits, cfg.Limits) || old.AdmissionStore != cfg.AdmissionStore || shadowChanged(old, cfg) {
 			if p.adm, err = s.newLaneAdmitter(cfg); err != nil {
 				errs = append(errs, fmt.Errorf("downstream %q: admission: %w", cfg.Name, err))
 			}

@@ -13,6 +13,7 @@ type beyondMetrics struct {
 	rateConfigured *prometheus.GaugeVec
 	rateCuts       *prometheus.CounterVec
 	fairKeys       *prometheus.GaugeVec
+	refunds        *prometheus.CounterVec
 }
 
 func newBeyondMetrics(f promauto.Factory) beyondMetrics {
@@ -34,6 +35,10 @@ func newBeyondMetrics(f promauto.Factory) beyondMetrics {
 			Name: "shaper_fair_active_keys",
 			Help: "Admission keys with queued jobs under queue.fairness key.",
 		}, ds),
+		refunds: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaper_admission_refunds_total",
+			Help: "Charges given back to one limit of a several-limit admission rule because another limit rejected the job.",
+		}, ds),
 	}
 }
 
@@ -43,6 +48,7 @@ type beyondLane struct {
 	rateConfigured prometheus.Gauge
 	rateCuts       prometheus.Counter
 	fairKeys       prometheus.Gauge
+	refunds        prometheus.Counter
 }
 
 func (m beyondMetrics) forLane(name string) beyondLane {
@@ -51,6 +57,7 @@ func (m beyondMetrics) forLane(name string) beyondLane {
 		rateConfigured: m.rateConfigured.WithLabelValues(name),
 		rateCuts:       m.rateCuts.WithLabelValues(name),
 		fairKeys:       m.fairKeys.WithLabelValues(name),
+		refunds:        m.refunds.WithLabelValues(name),
 	}
 	for _, r := range shadowReasons {
 		bl.shadow[r] = m.shadow.WithLabelValues(name, string(r))

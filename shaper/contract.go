@@ -33,7 +33,8 @@ type Job struct {
 	// hands back a job tried before.
 	Failures int
 
-	slot time.Time // schedule slot of the try in progress (for lag measurements)
+	slot       time.Time // schedule slot of the try in progress (for lag measurements)
+	dispatched time.Time // when the scheduler started that try (ditto)
 }
 
 // Reason is why a job was rejected or dropped. The values are SPEC.md's.
@@ -173,6 +174,13 @@ type Beyond struct {
 	// Weights are per-key DRR weights under Fairness (absent = 1), by exact
 	// key. Not modified by the shaper.
 	Weights map[string]int
+	// Limits makes the admission rule several limits at once (10/s and
+	// 10000/day): a job is admitted only if every one admits, and the
+	// charges of those that admitted are refunded when another rejects.
+	// Set it instead of Admission (both set is an error); the admission
+	// state must be in memory (AdmissionStore zero). Not modified by the
+	// shaper.
+	Limits []limiter.Config
 }
 
 // RetryPolicy bounds retries of failed deliveries.

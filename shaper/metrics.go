@@ -200,7 +200,7 @@ func (m *Metrics) forget(name string) {
 		m.dropped.MetricVec, m.delivered.MetricVec, m.depth.MetricVec, m.capacity.MetricVec,
 		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
 		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
-		m.rateCuts.MetricVec, m.fairKeys.MetricVec} {
+		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -1,12 +1,15 @@
 package test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // End-to-end tests of issue 7's policies (README "Beyond a plain leaky
@@ -191,4 +194,114 @@ func laneQ(name, rate, queue, url string) string {
     sink:
       http: { url: %q, timeout: 2s }
 `, name, rate, queue, url)
+}
+
+// TestFeatureSeveralLimits: 10/s burst 10 AND 15 per minute (a fixed window
+// aligned to the minute). 20 jobs at once: the bucket's 10. A second later
+// 20 more: the window's last 5; the rest rejected until the minute, and
+// refunded to the bucket. The proof of the refunds: 10 more jobs just
+// before the minute, all refused by the window, would have emptied the
+// bucket; just after it, 10 jobs are all admitted (without refunds the
+// bucket would hold about 7).
+func TestFeatureSeveralLimits(t *testing.T) {
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(lane("api", "200/s", 1000, `    admission:
+      limits:
+        - { mode: token_bucket, rate: 10/s, burst: 10 }
+        - { mode: fixed_window, limit: 15, window: 1m }
+`, ds.URL)))
+	// Run the first two bursts at least 5 s before a minute boundary.
+	if now := time.Now(); now.Second() >= 55 {
+		time.Sleep(now.Truncate(time.Minute).Add(time.Minute + 100*time.Millisecond).Sub(now))
+	}
+	minute := time.Now().Truncate(time.Minute).Add(time.Minute) // the window's end
+
+	t1 := time.Now()
+	got1 := burst(t, in.nc, "shaper.jobs.api", "k", 20)
+	a1 := accepted(got1)
+	// Real time passes during the burst: the bucket may refill a token.
+	if extra := int(time.Since(t1) / (100 * time.Millisecond)); a1 < 10 || a1 > 10+extra {
+		t.Fatalf("first burst: %d of 20 accepted, want the bucket's 10", a1)
+	}
+	for _, r := range got1 {
+		if r.Status != "accepted" && (r.Reason != "rate_limited" || r.Header.Get("Retry-After") != "1") {
+			t.Fatalf("first burst rejection %+v, want rate_limited with the bucket's Retry-After: 1", r)
+		}
+	}
+
+	time.Sleep(time.Until(t1.Add(1100 * time.Millisecond))) // the bucket is full again
+	got2 := burst(t, in.nc, "shaper.jobs.api", "k", 20)
+	if a2 := accepted(got2); a1+a2 != 15 {
+		t.Fatalf("second burst: %d accepted after %d, want the window's 15 in all", a2, a1)
+	}
+	wait := int((time.Until(minute) + time.Second - 1) / time.Second) // whole seconds, rounded up
+	for _, r := range got2 {
+		if r.Status == "accepted" {
+			continue
+		}
+		if r.Reason != "rate_limited" || r.RetryAfter < wait-1 || r.RetryAfter > wait+1 || r.Header.Get("Retry-After") != strconv.Itoa(r.RetryAfter) {
+			t.Fatalf("second burst rejection %+v, want rate_limited with Retry-After until the minute (%d s)", r, wait)
+		}
+	}
+
+	time.Sleep(time.Until(minute.Add(-600 * time.Millisecond)))
+	for _, r := range burst(t, in.nc, "shaper.jobs.api", "k", 10) {
+		if r.Reason != "rate_limited" || r.RetryAfter != 1 {
+			t.Fatalf("just before the minute: %+v, want rate_limited by the window", r)
+		}
+	}
+	time.Sleep(time.Until(minute.Add(150 * time.Millisecond)))
+	a4 := accepted(burst(t, in.nc, "shaper.jobs.api", "k", 10))
+	if a4 != 10 {
+		t.Fatalf("after the minute: %d of 10 accepted, want 10 (the bucket was refunded)", a4)
+	}
+	t.Logf("burst 1: %d/20 accepted; +1.1s: %d/20 (Retry-After %d s, the minute); minute-0.6s: 0/10; minute+0.15s: %d/10", a1, 15-a1, wait, a4)
+	ds.waitHits(t, 25, 10*time.Second)
+	// Refunds: the window for each of burst 1's rejections, the bucket for
+	// each of burst 2's and all 10 of burst 3: (20-a1)+(20-a2)+10 = 35.
+	if n := in.metric(t, `shaper_admission_refunds_total{downstream="api"}`); n != 35 {
+		t.Errorf("shaper_admission_refunds_total %v, want 35", n)
+	}
+	if n := in.metric(t, `shaper_jobs_rejected_total{downstream="api",reason="rate_limited"}`); n != 35 {
+		t.Errorf("rate_limited %v, want 35", n)
+	}
+}
+
+// burst sends n jobs of key at once (request/reply) and returns the replies.
+func burst(t *testing.T, nc *nats.Conn, subject, key string, n int) []reply {
+	t.Helper()
+	out := make([]reply, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			m := nats.NewMsg(subject)
+			m.Data = []byte(strconv.Itoa(i))
+			m.Header.Set("Shaper-Key", key)
+			resp, err := nc.RequestMsg(m, 10*time.Second)
+			if err == nil {
+				err = json.Unmarshal(resp.Data, &out[i])
+				out[i].Header = resp.Header
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("burst to %s: %v", subject, err)
+		}
+	}
+	return out
+}
+
+func accepted(rs []reply) int {
+	n := 0
+	for _, r := range rs {
+		if r.Status == "accepted" {
+			n++
+		}
+	}
+	return n
 }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/limiter"
 )
 
@@ -188,16 +188,16 @@ func simulateOne(cfg limiter.Config, events []event, window time.Duration) (algo
 func writeSimReport(w io.Writer, o simOptions, events []event, results []algoResult) error {
 	first, last := events[0].At, events[len(events)-1].At
 	fmt.Fprintf(w, "pattern %s: %d requests from %d key(s), %s .. %s (%s)\n", o.Pattern, len(events), countKeys(events),
-		first.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano), shortDuration(last.Sub(first)))
+		first.Format(time.RFC3339Nano), last.Format(time.RFC3339Nano), config.FormatDuration(last.Sub(first)))
 	fmt.Fprintf(w, "limits: fixed_window, sliding_counter, sliding_log: %d per %s; token_bucket, gcra: rate = limit/window = %s, burst = limit = %d\n\n",
-		o.Limit, shortDuration(o.Window), formatRate(float64(o.Limit)/o.Window.Seconds()), o.Limit)
+		o.Limit, config.FormatDuration(o.Window), formatRate(float64(o.Limit)/o.Window.Seconds()), o.Limit)
 	return renderSimTable(w, o.Window, results)
 }
 
 // renderSimTable prints one row per algorithm.
 func renderSimTable(w io.Writer, window time.Duration, results []algoResult) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "ALGORITHM\tOFFERED\tALLOWED\tREJECTED\tMAX IN ANY %s\tSTATE BYTES/KEY\n", shortDuration(window))
+	fmt.Fprintf(tw, "ALGORITHM\tOFFERED\tALLOWED\tREJECTED\tMAX IN ANY %s\tSTATE BYTES/KEY\n", config.FormatDuration(window))
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\n", r.Mode, r.Offered, r.Allowed, r.Offered-r.Allowed, r.MaxInWindow, r.BytesPerKey)
 	}
@@ -215,16 +215,4 @@ func countKeys(events []event) int {
 		seen[e.Key] = struct{}{}
 	}
 	return len(seen)
-}
-
-// shortDuration prints 1m for 1m0s and 2s for 2s, keeping other forms.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

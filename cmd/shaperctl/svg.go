@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"github.com/shaperd/shaper/config"
 	"io"
 	"os"
 	"strings"
@@ -56,14 +57,14 @@ func buildChart(o simOptions, events []event, results []algoResult) chart {
 	}
 	c := chart{
 		Title: fmt.Sprintf("shaperctl simulate -pattern %s: %d per %s (token bucket, GCRA: rate %s, burst %d)",
-			o.Pattern, o.Limit, shortDuration(o.Window), formatRate(float64(o.Limit)/o.Window.Seconds()), o.Limit),
+			o.Pattern, o.Limit, config.FormatDuration(o.Window), formatRate(float64(o.Limit)/o.Window.Seconds()), o.Limit),
 		Span: span, BinWidth: bw, Offered: binTimes(offered, start, bw, bins),
 	}
 	for _, r := range results {
 		c.Panels = append(c.Panels, panel{
 			Name: string(r.Mode),
 			Caption: fmt.Sprintf("allowed %d of %d, at most %d in any %s", r.Allowed, r.Offered,
-				r.MaxInWindow, shortDuration(o.Window)),
+				r.MaxInWindow, config.FormatDuration(o.Window)),
 			Admitted: binTimes(r.Admitted, start, bw, bins),
 		})
 	}
@@ -122,7 +123,7 @@ func writeSVG(w io.Writer, c chart) error {
 	fmt.Fprintf(&b, `<text x="%d" y="18" font-size="13" font-weight="bold">%s</text>`+"\n", svgLeft, esc(c.Title))
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#d0d0d0"/><text x="%d" y="39">offered</text>`, svgLeft, svgLeft+14)
 	fmt.Fprintf(&b, `<rect x="%d" y="30" width="10" height="10" fill="#555"/><text x="%d" y="39">admitted (requests per %s bin)</text>`+"\n",
-		svgLeft+70, svgLeft+84, shortDuration(c.BinWidth))
+		svgLeft+70, svgLeft+84, config.FormatDuration(c.BinWidth))
 	ymax := 1
 	for _, v := range c.Offered {
 		ymax = max(ymax, v)
@@ -164,7 +165,7 @@ func writePanel(b *strings.Builder, c chart, p panel, y, ymax int, color string)
 		}
 		at := time.Duration(frac * float64(c.Span)).Round(time.Millisecond)
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="%s" fill="#555">+%s</text>`, float64(svgLeft)+frac*plotW,
-			bottom+13, anchor, shortDuration(at))
+			bottom+13, anchor, config.FormatDuration(at))
 	}
 	b.WriteString("</g>\n")
 }

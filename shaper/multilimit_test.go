@@ -1,0 +1,132 @@
+package shaper
+
+import (
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/shaperd/shaper/limiter"
+)
+
+// twoLimits is 2/s with a burst of 2 AND 5 per 10 s (fixed window).
+var twoLimits = []limiter.Config{
+	{Mode: limiter.TokenBucketMode, Rate: 2, Burst: 2},
+	{Mode: limiter.FixedWindowMode, Limit: 5, Window: 10 * time.Second},
+}
+
+// TestSeveralLimits: one job of key k every 250 ms for 11 s into 2/s burst
+// 2 AND 5 per 10 s. Fake time starts on a 10 s boundary. The bucket
+// admits 0, 0.25, 0.5, then every other job; the window's fifth unit goes
+// at 1.5 s, and from 1.75 s the window rejects until 10 s, with Retry-After
+// up to the boundary. Every job the window rejects is refunded to the
+// bucket, which is therefore full at 10 s and bursts again: 10, 10.25,
+// 10.5 (without refunds it would hold about half a token).
+func TestSeveralLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := laneCfg("a", 100, 100)
+		cfg.Limits = twoLimits
+		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": newRecSink(nil)})
+		defer h.stop()
+		ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+		admitted := map[time.Duration]bool{0: true, ms(250): true, ms(500): true, ms(1000): true, ms(1500): true,
+			ms(10000): true, ms(10250): true, ms(10500): true}
+		start := time.Now()
+		for i := range 44 {
+			at := time.Duration(i) * 250 * time.Millisecond
+			time.Sleep(start.Add(at).Sub(time.Now()))
+			rc := h.sh.Submit(&Job{Downstream: "a", Key: "k"})
+			var want time.Duration // Retry-After when rejected
+			switch {
+			case admitted[at]:
+			case at < ms(1750) || at > ms(10000): // the bucket rejects, the window is refunded
+				want = ms(250)
+			default: // the window rejects (the bucket too at 1.75 s: the longer wait wins)
+				want = 10*time.Second - at
+			}
+			if rc.Accepted != admitted[at] || (!rc.Accepted && (rc.Reason != ReasonRateLimited || rc.RetryAfter != want)) {
+				t.Fatalf("job at %s: %+v, want accepted=%v retry after %s", at, rc, admitted[at], want)
+			}
+		}
+		// Refunds: the window at 0.75, 1.25 and 10.75 s; the bucket for
+		// each of the 32 jobs from 2 s to 9.75 s.
+		if n := testutil.ToFloat64(h.met.refunds.WithLabelValues("a")); n != 35 {
+			t.Errorf("shaper_admission_refunds_total %v, want 35", n)
+		}
+		if st := h.status("a"); st.Accepted != 8 || st.Rejected[ReasonRateLimited] != 36 {
+			t.Errorf("accepted %d, rejected %v; want 8 and 36 rate_limited", st.Accepted, st.Rejected)
+		}
+	})
+}
+
+// TestSeveralLimitsShadow: shadow mode wraps the whole rule: the jobs the
+// rule would refuse are accepted and counted, and none is charged.
+func TestSeveralLimitsShadow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := laneCfg("a", 100, 100)
+		cfg.Limits, cfg.AdmissionShadow = twoLimits, true
+		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": newRecSink(nil)})
+		defer h.stop()
+		for range 8 { // the bucket admits 2, the window would admit 5
+			if rc := h.sh.Submit(&Job{Downstream: "a", Key: "k"}); !rc.Accepted {
+				t.Fatalf("shadow mode rejected %+v", rc)
+			}
+		}
+		if n := testutil.ToFloat64(h.met.shadow.WithLabelValues("a", string(ReasonRateLimited))); n != 6 {
+			t.Errorf("shadow rejections %v, want 6", n)
+		}
+		if n := testutil.ToFloat64(h.met.refunds.WithLabelValues("a")); n != 6 {
+			t.Errorf("refunds %v, want 6 (the window, for each job the bucket refused)", n)
+		}
+	})
+}
+
+// TestMultiAdmitterDecision pins how decisions combine, directly.
+func TestMultiAdmitterDecision(t *testing.T) {
+	s := &Shaper{met: NewMetrics(nil)}
+	adm, err := s.newMultiAdmitter(LaneSettings{Name: "a", Beyond: Beyond{Limits: []limiter.Config{
+		{Mode: limiter.FixedWindowMode, Limit: 3, Window: time.Minute},
+		{Mode: limiter.GCRAMode, Rate: 1, Burst: 2},
+		{Mode: limiter.SlidingLogMode, Limit: 10, Window: time.Hour},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	steps := []struct {
+		name string
+		at   time.Duration
+		cost int
+		want limiter.Decision
+	}{
+		{"all admit; least remaining", 0, 1, limiter.Decision{Allowed: true, Remaining: 1}},
+		{"gcra rejects; remaining counts the refunded window", 0, 2, limiter.Decision{Remaining: 1, RetryAfter: time.Second}},
+		{"nothing was charged", 0, 1, limiter.Decision{Allowed: true, Remaining: 0}},
+		{"window (59.5 s) and gcra (1.5 s) reject: the longer wait", 500 * time.Millisecond, 2, limiter.Decision{Remaining: 0, RetryAfter: 59500 * time.Millisecond}},
+		{"the window has one", 2 * time.Second, 1, limiter.Decision{Allowed: true, Remaining: 0}},
+		{"window full: until the minute", 30 * time.Second, 1, limiter.Decision{Remaining: 0, RetryAfter: 30 * time.Second}},
+	}
+	for _, st := range steps {
+		got, err := adm.AllowAt("k", t0.Add(st.at), st.cost)
+		if err != nil || got != st.want {
+			t.Fatalf("%s: %+v %v, want %+v", st.name, got, err, st.want)
+		}
+	}
+	// A cost one limit can never admit is an error, and refunds the
+	// limits asked before it.
+	if _, err := adm.AllowAt("k2", t0, 3); !errors.Is(err, limiter.ErrCostTooLarge) {
+		t.Fatalf("cost 3 over gcra burst 2: %v", err)
+	}
+	if d, _ := adm.AllowAt("k2", t0, 2); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("after the error, k2 should be untouched: %+v", d)
+	}
+	// The lane status counts keys, not keys × limits.
+	if st, ok := admissionStats(adm); !ok || st.Keys != 2 {
+		t.Fatalf("admission stats %+v %v, want 2 keys (k, k2)", st, ok)
+	}
+	if _, err := s.newMultiAdmitter(LaneSettings{Beyond: Beyond{Limits: twoLimits}, AdmissionStore: AdmissionStore{Kind: "nats"}}); err == nil {
+		t.Fatal("a remote store took several limits")
+	}
+}
