@@ -163,13 +163,7 @@ func (q *fairQueue) removeAt(i int) {
 
 func (q *fairQueue) RetryLater(job *Job, at time.Time, _ bool) {
 	q.cost += jobCost(job)
-	i := len(q.retries)
-	for i > 0 && q.retries[i-1].at.After(at) {
-		i--
-	}
-	q.retries = append(q.retries, entry{})
-	copy(q.retries[i+1:], q.retries[i:])
-	q.retries[i] = entry{job, at}
+	q.retries = insertRetry(q.retries, job, at)
 }
 
 // DropFront drops, from the front of every key's sub-queue, jobs while drop

@@ -137,13 +137,7 @@ func (q *memQueue) Take(now time.Time) (*Job, time.Time, bool) {
 
 func (q *memQueue) RetryLater(job *Job, at time.Time, _ bool) {
 	q.cost += jobCost(job)
-	i := len(q.retries)
-	for i > 0 && q.retries[i-1].at.After(at) {
-		i--
-	}
-	q.retries = append(q.retries, entry{})
-	copy(q.retries[i+1:], q.retries[i:])
-	q.retries[i] = entry{job, at}
+	q.retries = insertRetry(q.retries, job, at)
 }
 
 func (q *memQueue) DropFront(drop func(*Job) bool) []*Job {
@@ -169,4 +163,17 @@ func (q *memQueue) Drain() []*Job {
 		out = append(out, e.job)
 	}
 	return out
+}
+
+// insertRetry adds job, ready at at, to retries, which are kept sorted by
+// ready time (equal times in arrival order).
+func insertRetry(retries []entry, job *Job, at time.Time) []entry {
+	i := len(retries)
+	for i > 0 && retries[i-1].at.After(at) {
+		i--
+	}
+	retries = append(retries, entry{})
+	copy(retries[i+1:], retries[i:])
+	retries[i] = entry{job, at}
+	return retries
 }

@@ -157,7 +157,7 @@ func (l *lane) start(job *Job, slot, now time.Time) {
 	l.last, l.next = slot, slot.Add(l.drainOf(l.lastCost))
 	l.inflight++
 	job.Attempt++
-	job.slot = slot
+	job.slot, job.dispatched = slot, now
 	l.c.started++
 	l.m.started.Inc()
 	l.m.inflight.Set(float64(l.inflight))
