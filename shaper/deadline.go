@@ -11,7 +11,8 @@ import (
 //
 // The prediction is the leaky bucket's own arithmetic: the lane's next slot
 // (after any pushback pause) plus the queued cost ahead of the job times the
-// interval. It ignores jobs that will expire ahead of it and retries still
+// interval, plus the scheduler's lateness budget (catchUp, 20 ms) as a
+// margin. It ignores jobs that will expire ahead of it and retries still
 // to come, so it errs on the side of admitting. While the lane is paused by
 // the admin API no start is scheduled and nothing is predicted: the job is
 // admitted (and may still expire).
@@ -43,7 +44,10 @@ func (l *lane) checkDeadline(now time.Time, job *Job, rc Receipt) (Receipt, bool
 		return rc, true
 	}
 	start := l.predictStart(now, l.aheadOf(job))
-	late := start.Sub(now.Add(wait))
+	// The scheduler may start a job up to catchUp after its slot (a late
+	// wake-up), and expiry is strict; a job predicted to start within that
+	// margin of its deadline is refused too, or it could expire after all.
+	late := start.Add(catchUp).Sub(now.Add(wait))
 	if late <= 0 || l.shadowed(ReasonWouldExpire) {
 		return rc, true
 	}
