@@ -184,4 +184,7 @@ func (q *Queue) keepAlive() {
 	for _, m := range q.taken {
 		_ = m.InProgress()
 	}
+	for m := range q.held {
+		_ = m.InProgress()
+	}
 }

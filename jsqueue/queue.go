@@ -49,6 +49,7 @@ type Queue struct {
 	buf      []held                        // fetched, not taken; FIFO
 	pb       []held                        // pushed back, held locally until at; sorted by at
 	taken    map[*shaper.Job]jetstream.Msg // started, not yet acked or termed
+	held     map[jetstream.Msg]*time.Timer // delivered, ack held to the end of the job's slot (AckAt)
 	depth    int                           // stream's messages (refreshed; adjusted locally)
 	capacity int
 	capDirty bool
@@ -70,7 +71,7 @@ func (st *Store) Queue(ls shaper.LaneSettings) (*Queue, error) {
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
 		prefetch: prefetchFor(ls), wake: make(chan struct{}, 1),
-		taken: map[*shaper.Job]jetstream.Msg{}, capacity: ls.Capacity,
+		taken: map[*shaper.Job]jetstream.Msg{}, held: map[jetstream.Msg]*time.Timer{}, capacity: ls.Capacity,
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	return q, nil
@@ -110,6 +111,10 @@ func (q *Queue) handBack() {
 		_ = h.msg.Nak()
 	}
 	q.buf, q.pb = nil, nil
+	for m, t := range q.held { // delivered: ack now rather than lose the ack
+		t.Stop()
+		q.ackLocked(m)
+	}
 }
 
 // EnqueueAsync stores job in the stream (see shaper.DurableQueue).
@@ -175,14 +180,40 @@ func (q *Queue) Take(now time.Time) (*shaper.Job, time.Time, bool) {
 }
 
 // Ack acknowledges a delivered job: the stream deletes it.
-func (q *Queue) Ack(job *shaper.Job) {
+func (q *Queue) Ack(job *shaper.Job) { q.AckAt(job, time.Time{}) }
+
+// AckAt acks job's message at at (see shaper.DurableQueue): until then it
+// stays in the stream and counts against the bound, as the slot the job
+// started in does in the memory queue, so a burst into an idle downstream
+// accepts exactly min(N, capacity) on either backend. A crash while an ack
+// is held redelivers that one job (at most the last start per downstream).
+func (q *Queue) AckAt(job *shaper.Job, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if m, ok := q.taken[job]; ok {
-		delete(q.taken, job)
-		_ = m.Ack()
-		q.depth = max(q.depth-1, 0)
+	m, ok := q.taken[job]
+	if !ok {
+		return
 	}
+	delete(q.taken, job)
+	d := time.Until(at)
+	if d <= 0 || q.closed {
+		q.ackLocked(m)
+		return
+	}
+	q.held[m] = time.AfterFunc(d, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if _, ok := q.held[m]; ok { // else Close acked it already
+			q.ackLocked(m)
+		}
+	})
+}
+
+// ackLocked acks m and forgets it. Requires q.mu.
+func (q *Queue) ackLocked(m jetstream.Msg) {
+	delete(q.held, m)
+	_ = m.Ack()
+	q.depth = max(q.depth-1, 0)
 }
 
 // RetryLater naks job with the delay until at, so the retry waits in the

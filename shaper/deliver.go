@@ -32,7 +32,13 @@ func (l *lane) finish(job *Job, err error, policy RetryPolicy, now time.Time) (g
 	var perm *PermanentError
 	switch {
 	case err == nil:
-		l.q.Ack(job)
+		if dq, ok := l.q.(DurableQueue); ok {
+			// Hold the store's slot to the end of the job's interval, as
+			// level() does for the memory queue.
+			dq.AckAt(job, job.slot.Add(l.drainOf(jobCost(job))))
+		} else {
+			l.q.Ack(job)
+		}
 		l.countOutcome(OutcomeSuccess)
 	case l.s.dctx.Err() != nil && l.durable():
 		l.q.RetryLater(job, now, true) // stays stored: redelivered after restart

@@ -62,8 +62,13 @@ type DurableQueue interface {
 	// before any other method but EnqueueAsync.
 	Bind(ready func())
 	// Close stops fetching and hands back jobs fetched but not started; it
-	// waits for the queue's goroutines. Jobs in flight may still be acked.
+	// waits for the queue's goroutines. Jobs in flight may still be acked,
+	// and acks held by AckAt are sent at once.
 	Close() error
+	// AckAt is Ack, sent no earlier than at: the end of the delivered job's
+	// slot, so that the store goes on counting the job against the bound
+	// for as long as the memory queue's level does.
+	AckAt(job *Job, at time.Time)
 }
 
 // entry is a held job and the time it becomes ready to start.

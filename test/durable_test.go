@@ -195,3 +195,42 @@ func TestDurableDedupeAcrossRestart(t *testing.T) {
 	}
 	_ = strings.TrimSpace
 }
+
+// SPEC: a burst of N into an idle downstream accepts exactly min(N,
+// capacity), on the durable backend too, even when the burst is spread out
+// enough for the first job to be delivered in the middle of it: the
+// delivered job keeps its slot in the stream until its interval ends, as it
+// does in the memory queue's level.
+func TestDurableBurstIntoIdleDownstream(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(durableLane("printer", "2/s", 10, "", ds.URL)))
+	accepted, full := 0, 0
+	for i := range 15 {
+		r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil)
+		switch {
+		case r.Status == "accepted":
+			accepted++
+		case r.Reason == "queue_full":
+			full++
+			if r.Header.Get("Retry-After") != "1" {
+				t.Errorf("queue_full with Retry-After %q, want 1", r.Header.Get("Retry-After"))
+			}
+		default:
+			t.Fatalf("unexpected reply %+v", r)
+		}
+		if i == 0 {
+			ds.waitHits(t, 1, 5*time.Second) // the first job is delivered mid-burst
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if accepted != 10 || full != 5 {
+		t.Fatalf("accepted %d, queue_full %d; want 10 and 5", accepted, full)
+	}
+	hits := ds.waitHits(t, 10, 15*time.Second)
+	if span := hits[9].at.Sub(hits[0].at); span < 4300*time.Millisecond {
+		t.Errorf("10th start %s after the first at 2/s, want ≈4.5 s", span)
+	}
+	waitFor(t, 5*time.Second, func() bool { return streamMsgs(t, in.nc, "printer") == 0 }, "every held ack sent")
+}
