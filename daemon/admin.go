@@ -88,6 +88,8 @@ func (d *Daemon) handleReady(w http.ResponseWriter, _ *http.Request) {
 	var problems []string
 	if nc := d.nc.Load(); nc == nil || !nc.IsConnected() {
 		problems = append(problems, "NATS not connected")
+	} else if !d.intakeUp.Load() {
+		problems = append(problems, "intake subscription not confirmed by NATS yet")
 	}
 	if !d.running.Load() {
 		problems = append(problems, "not running (starting or shutting down)")

@@ -52,6 +52,7 @@ type Daemon struct {
 	shaper    atomic.Pointer[shaper.Shaper]
 	durable   sync.Map // downstream name → *jsqueue.Queue, for /readyz
 	running   atomic.Bool
+	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
 }
 
 // view is the part of the config that intake reads per message; it is
@@ -217,7 +218,7 @@ func (d *Daemon) config() config.Config {
 // connect dials NATS. With RetryOnFailedConnect the connection object exists
 // even while the server is unreachable; /readyz says so until it connects.
 func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
-	opts, err := connectOptions(cfg.NATS, d.metrics, d.log)
+	opts, err := connectOptions(cfg.NATS, d.metrics, d.log, &d.intakeUp)
 	if err != nil {
 		return nil, err
 	}
@@ -268,6 +269,8 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) 
 	if nc.IsConnected() {
 		if err := nc.Flush(); err != nil {
 			d.log.Warn("intake subscription not confirmed yet; the client resends it on reconnect", "subject", subject, "err", err)
+		} else {
+			d.intakeUp.Store(true)
 		}
 	}
 	return sub, nil

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -68,7 +69,12 @@ func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) 
 //     2 s apart, so it is detected within about 4–6 s;
 //   - while reconnecting, up to 8 MiB of publishes (replies, deliveries,
 //     dead letters) are buffered; past that a publish fails and is counted.
-func connectOptions(cfg config.NATS, m *daemonMetrics, log *slog.Logger) ([]nats.Option, error) {
+//
+// subscribed is cleared when the connection drops and set again once a
+// flush after (re)connecting has come back: the server has then processed
+// the intake subscription the client re-sends, so /readyz never says ready
+// while a request would find no responder.
+func connectOptions(cfg config.NATS, m *daemonMetrics, log *slog.Logger, subscribed *atomic.Bool) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("shaperd"),
 		nats.MaxReconnects(-1),
@@ -79,6 +85,7 @@ func connectOptions(cfg config.NATS, m *daemonMetrics, log *slog.Logger) ([]nats
 		nats.ReconnectBufSize(8 << 20),
 		nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			subscribed.Store(false)
 			m.natsConnected.Set(0)
 			log.Warn("NATS disconnected", "err", err)
 		}),
@@ -86,10 +93,12 @@ func connectOptions(cfg config.NATS, m *daemonMetrics, log *slog.Logger) ([]nats
 			m.natsConnected.Set(1)
 			m.natsReconnects.Inc()
 			log.Info("NATS reconnected", "url", nc.ConnectedUrlRedacted())
+			confirmSubscriptions(nc, subscribed, log)
 		}),
 		nats.ConnectHandler(func(nc *nats.Conn) {
 			m.natsConnected.Set(1)
 			log.Info("NATS connected", "url", nc.ConnectedUrlRedacted())
+			confirmSubscriptions(nc, subscribed, log)
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
 			subj := ""
@@ -122,4 +131,16 @@ func connectOptions(cfg config.NATS, m *daemonMetrics, log *slog.Logger) ([]nats
 		opts = append(opts, nats.ClientCert(cfg.TLS.Cert, cfg.TLS.Key))
 	}
 	return opts, nil
+}
+
+// confirmSubscriptions flushes (a PING answered by a PONG), which proves the
+// server has processed every SUB the client sent before it, then marks the
+// intake subscribed. It runs on the client's callback goroutine and blocks
+// it for one round trip at most 5 s.
+func confirmSubscriptions(nc *nats.Conn, subscribed *atomic.Bool, log *slog.Logger) {
+	if err := nc.FlushTimeout(5 * time.Second); err != nil {
+		log.Warn("NATS (re)connected but the intake subscription is not confirmed yet", "err", err)
+		return
+	}
+	subscribed.Store(true)
 }
