@@ -153,6 +153,7 @@ func (s *Shaper) applyLane(p lanePlan) {
 	if p.newAdm {
 		l.adm = p.adm
 	}
+	l.noteAdmitter()
 	l.reschedule()
 	s.active[l.name] = l
 }

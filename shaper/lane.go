@@ -3,6 +3,7 @@ package shaper
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,6 +14,9 @@ type lane struct {
 	s    *Shaper
 	name string
 	m    *laneMetrics
+	// remote is whether admission goes to a remote store, kept by
+	// noteAdmitter so that every submission can ask without l.mu.
+	remote atomic.Bool
 
 	mu       sync.Mutex
 	cfg      LaneSettings  // normalized
@@ -55,6 +59,7 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter, q Queue) *lan
 			delivered: map[Outcome]uint64{}},
 	}
 	l.setConfig(cfg)
+	l.noteAdmitter()
 	l.m.paused.Set(0)
 	l.m.depth.Set(0)
 	l.m.inflight.Set(0)

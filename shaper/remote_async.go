@@ -16,11 +16,13 @@ const maxRemoteDecisions = 1024
 const busyRetryAfter = time.Second
 
 // remoteAdmission reports whether l decides admission through a remote
-// store (network I/O). Locks l.mu briefly; callers must not hold it.
-func (l *lane) remoteAdmission() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.adm != nil && l.cfg.AdmissionStore.remote()
+// store (network I/O). Lock-free: it is asked for every submission.
+func (l *lane) remoteAdmission() bool { return l.remote.Load() }
+
+// noteAdmitter records in l.remote whether l's admitter is remote, after
+// its admitter or config changed. Requires l.mu (or exclusive access).
+func (l *lane) noteAdmitter() {
+	l.remote.Store(l.adm != nil && l.cfg.AdmissionStore.remote())
 }
 
 // goRemote runs submit on its own goroutine, owned by the Shaper (shutdown
