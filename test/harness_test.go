@@ -1,6 +1,7 @@
 package test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -50,6 +51,14 @@ type instance struct {
 // file, loads it through config.Load as shaperd does, and runs the daemon.
 func startDaemon(t testing.TB, srv *server.Server, yaml string) *instance {
 	t.Helper()
+	in, _ := startDaemonOpts(t, srv, yaml, daemon.Options{})
+	return in
+}
+
+// startDaemonOpts is startDaemon with daemon options; unless opts sets a
+// Logger, the daemon's warnings go to the test log and are kept in logs.
+func startDaemonOpts(t testing.TB, srv *server.Server, yaml string, opts daemon.Options) (*instance, *capturedLog) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "shaper.yaml")
 	yaml = strings.ReplaceAll(yaml, "%NATS%", srv.ClientURL())
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
@@ -59,8 +68,11 @@ func startDaemon(t testing.TB, srv *server.Server, yaml string) *instance {
 	if err != nil {
 		t.Fatalf("config.Load: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := daemon.New(cfg, daemon.Options{Logger: log})
+	logs := &capturedLog{}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	d, err := daemon.New(cfg, opts)
 	if err != nil {
 		t.Fatalf("daemon.New: %v", err)
 	}
@@ -80,7 +92,25 @@ func startDaemon(t testing.TB, srv *server.Server, yaml string) *instance {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.nc.Close(); in.stop(t) })
-	return in
+	return in, logs
+}
+
+// capturedLog collects log output from the daemon's goroutines.
+type capturedLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *capturedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *capturedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // stop shuts the daemon down and waits for Run to return (idempotent).

@@ -1,14 +1,12 @@
 package test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +16,6 @@ import (
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/daemon"
 )
-
-// capturedLog collects log output from the daemon's goroutines.
-type capturedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *capturedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *capturedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Secrets — the NATS password and a sink's Authorization header — appear in
 // no log line (debug included), no metric and no /v1 output, through start,

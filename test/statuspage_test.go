@@ -1,8 +1,6 @@
 package test
 
 import (
-	"bytes"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,7 +11,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -21,62 +18,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/daemon"
 )
-
-// startDaemonOpts is startDaemon with daemon options (a short history
-// interval) and the daemon's log kept in logs.
-func startDaemonOpts(t *testing.T, srv *server.Server, yaml string, opts daemon.Options) (*instance, *lockedBuffer) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "shaper.yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "%NATS%", srv.ClientURL())), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		t.Fatalf("config.Load: %v", err)
-	}
-	logs := &lockedBuffer{}
-	opts.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(logs, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	d, err := daemon.New(cfg, opts)
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{d: d, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- d.Run(ctx) }()
-	select {
-	case <-d.Ready():
-	case err := <-in.done:
-		t.Fatalf("daemon stopped before ready: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("daemon not ready within 20s")
-	}
-	in.admin = "http://" + d.AdminAddr()
-	t.Cleanup(func() { in.stop(t) })
-	return in, logs
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 type history struct {
 	IntervalSeconds float64 `json:"interval_seconds"`
