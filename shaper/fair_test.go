@@ -143,6 +143,7 @@ func TestFairnessUnderFlood(t *testing.T) {
 		}
 		// Honest Retry-After: the flooder holds its share; after the
 		// Retry-After it is given, a slot of its share has freed.
+		synctest.Wait() // starts due at this instant run first: time is frozen while we submit
 		for range 30 {
 			h.sh.Submit(&Job{Downstream: "api", Key: "flood"})
 		}
