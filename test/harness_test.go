@@ -260,6 +260,22 @@ func (in *instance) metric(t *testing.T, series string) float64 {
 	return 0
 }
 
+// metricReaches polls series until it equals want or 10 s pass, and returns
+// the last value read. Use it for a count booked after the event the test
+// saw: a dead letter is published before its outcome is counted, so a
+// subscriber can hold it while /metrics still shows the count before.
+func (in *instance) metricReaches(t *testing.T, series string, want float64) float64 {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := in.metric(t, series)
+		if got == want || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (in *instance) get(t *testing.T, path string, want int) string {
 	t.Helper()
 	return in.do(t, http.MethodGet, path, want)

@@ -180,7 +180,7 @@ func TestRetriesThenDeadLetter(t *testing.T) {
 			t.Errorf("try %d: attempt %d, idempotency key %q (job %q)", i, h.attempt, h.idem, r.JobID)
 		}
 	}
-	if got := in.metric(t, `shaper_jobs_delivered_total{downstream="erp",outcome="dead_lettered"}`); got != 1 {
+	if got := in.metricReaches(t, `shaper_jobs_delivered_total{downstream="erp",outcome="dead_lettered"}`, 1); got != 1 {
 		t.Errorf("dead_lettered = %v", got)
 	}
 }
