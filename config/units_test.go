@@ -150,3 +150,21 @@ func FuzzParseSize(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"10s", "1m30s", "2h", "0", "0.0", "10", "1.5h", "-1h", "9999999h", "300ms", " 5m ", "1d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := parseDuration(s)
+		if err != nil {
+			if !strings.Contains(err.Error(), "duration") {
+				t.Fatalf("parseDuration(%q): error %q does not say what a duration looks like", s, err)
+			}
+			return
+		}
+		if back, err := parseDuration(FormatDuration(d)); err != nil || back != d {
+			t.Fatalf("parseDuration(FormatDuration(%v) = %q) = %v, %v", d, FormatDuration(d), back, err)
+		}
+	})
+}
