@@ -24,9 +24,9 @@ type fairQueue struct {
 	keys     map[string]*keyQueue
 	ring     []*keyQueue // keys with queued jobs, in round-robin order
 	cur      int         // index in ring of the key being served
-	retries  []entry     // sorted by at, as in memQueue
-	fresh    int         // jobs in the keys' sub-queues
-	cost     int         // sum of every held job's cost, retries included
+	retries  retryList
+	fresh    int // jobs in the keys' sub-queues
+	cost     int // sum of every held job's cost, retries included
 	capacity int
 	keyCap   int
 	weights  map[string]int // key → weight; absent = 1
@@ -105,17 +105,11 @@ func (q *fairQueue) NextReady() (time.Time, bool) {
 	if ok {
 		front = q.ring[q.cur].jobs[0] // fresh jobs are ready from their enqueue time
 	}
-	if len(q.retries) > 0 && (!ok || q.retries[0].at.Before(front.at)) {
-		return q.retries[0].at, true
-	}
-	return front.at, ok
+	return q.retries.before(front.at, ok)
 }
 
 func (q *fairQueue) Take(now time.Time) (*Job, time.Time, bool) {
-	if len(q.retries) > 0 && !q.retries[0].at.After(now) {
-		e := q.retries[0]
-		q.retries[0] = entry{}
-		q.retries = q.retries[1:]
+	if e, ok := q.retries.popReady(now); ok {
 		q.cost -= jobCost(e.job)
 		return e.job, e.at, true
 	}
@@ -163,7 +157,7 @@ func (q *fairQueue) removeAt(i int) {
 
 func (q *fairQueue) RetryLater(job *Job, at time.Time, _ bool) {
 	q.cost += jobCost(job)
-	q.retries = insertRetry(q.retries, job, at)
+	q.retries.add(job, at)
 }
 
 // DropFront drops, from the front of every key's sub-queue, jobs while drop

@@ -82,8 +82,8 @@ type entry struct {
 // Not safe for concurrent use (the lane's mutex guards it).
 type memQueue struct {
 	fifo    *queue.Bucket[entry]
-	retries []entry // sorted by at; a retry's ties keep insertion order
-	cost    int     // sum of the held jobs' costs
+	retries retryList
+	cost    int // sum of the held jobs' costs
 }
 
 // newLaneQueue is the in-memory queue cfg asks for: FIFO, or fair between
@@ -119,17 +119,11 @@ func (q *memQueue) Enqueue(job *Job, at time.Time) error {
 
 func (q *memQueue) NextReady() (time.Time, bool) {
 	front, ok := q.fifo.Peek()
-	if len(q.retries) > 0 && (!ok || q.retries[0].at.Before(front.at)) {
-		return q.retries[0].at, true
-	}
-	return front.at, ok
+	return q.retries.before(front.at, ok)
 }
 
 func (q *memQueue) Take(now time.Time) (*Job, time.Time, bool) {
-	if len(q.retries) > 0 && !q.retries[0].at.After(now) {
-		e := q.retries[0]
-		q.retries[0] = entry{}
-		q.retries = q.retries[1:]
+	if e, ok := q.retries.popReady(now); ok {
 		q.cost -= jobCost(e.job)
 		return e.job, e.at, true
 	}
@@ -142,7 +136,7 @@ func (q *memQueue) Take(now time.Time) (*Job, time.Time, bool) {
 
 func (q *memQueue) RetryLater(job *Job, at time.Time, _ bool) {
 	q.cost += jobCost(job)
-	q.retries = insertRetry(q.retries, job, at)
+	q.retries.add(job, at)
 }
 
 func (q *memQueue) DropFront(drop func(*Job) bool) []*Job {
@@ -170,15 +164,41 @@ func (q *memQueue) Drain() []*Job {
 	return out
 }
 
-// insertRetry adds job, ready at at, to retries, which are kept sorted by
-// ready time (equal times in arrival order).
-func insertRetry(retries []entry, job *Job, at time.Time) []entry {
-	i := len(retries)
-	for i > 0 && retries[i-1].at.After(at) {
+// retryList holds the jobs waiting out a retry backoff, sorted by the time
+// they become ready (equal times in arrival order), so sorted insertion into
+// a slice is enough: only jobs whose delivery just failed are in it.
+type retryList []entry
+
+// add inserts job, ready at at.
+func (r *retryList) add(job *Job, at time.Time) {
+	l := *r
+	i := len(l)
+	for i > 0 && l[i-1].at.After(at) {
 		i--
 	}
-	retries = append(retries, entry{})
-	copy(retries[i+1:], retries[i:])
-	retries[i] = entry{job, at}
-	return retries
+	l = append(l, entry{})
+	copy(l[i+1:], l[i:])
+	l[i] = entry{job, at}
+	*r = l
+}
+
+// popReady removes and returns the first retry if it is ready at now.
+func (r *retryList) popReady(now time.Time) (entry, bool) {
+	l := *r
+	if len(l) == 0 || l[0].at.After(now) {
+		return entry{}, false
+	}
+	e := l[0]
+	l[0] = entry{} // let the job be collected
+	*r = l[1:]
+	return e, true
+}
+
+// before returns when the next job is ready: the first retry's time if it
+// comes before a fresh job ready at fresh (or there is none, ok false).
+func (r retryList) before(fresh time.Time, ok bool) (time.Time, bool) {
+	if len(r) > 0 && (!ok || r[0].at.Before(fresh)) {
+		return r[0].at, true
+	}
+	return fresh, ok
 }
