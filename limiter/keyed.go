@@ -161,10 +161,7 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 	if cost < 1 || cost > k.max {
 		return Decision{}, checkCost(cost, k.max, k.what)
 	}
-	h := maphash.String(k.seed, key)
-	if h == 0 {
-		h = 1
-	}
+	h := k.hash(key)
 	t := k.clock.ns(now)
 	switch k.kind {
 	case kindTokenBucket:
@@ -241,6 +238,16 @@ func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now 
 	d := t.rule.decide(&sh.slots[i].s, now, cost)
 	sh.mu.Unlock()
 	return d
+}
+
+// hash returns key's table hash: maphash with this Keyed's seed, never 0
+// (0 marks an empty slot).
+func (k *Keyed) hash(key string) uint64 {
+	h := maphash.String(k.seed, key)
+	if h == 0 {
+		h = 1
+	}
+	return h
 }
 
 // Allow is AllowAt(key, time.Now(), 1).

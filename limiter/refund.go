@@ -1,9 +1,6 @@
 package limiter
 
-import (
-	"hash/maphash"
-	"time"
-)
+import "time"
 
 // Refunds give back what an admitted request was charged, for a caller
 // that asks several limits about one request and must undo the charges of
@@ -50,10 +47,7 @@ func (k *Keyed) Refund(key string, now time.Time, cost int) {
 		return
 	}
 	cost = min(cost, k.max)
-	h := maphash.String(k.seed, key)
-	if h == 0 {
-		h = 1
-	}
+	h := k.hash(key)
 	t := k.clock.ns(now)
 	switch k.kind {
 	case kindTokenBucket:
