@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -98,17 +97,7 @@ func (l *loader) decodeValue(key string, raw any, field reflect.Value) {
 	}
 	sv := viper.New()
 	sv.Set("v", raw)
-	err := sv.UnmarshalKey("v", field.Addr().Interface(), viper.DecodeHook(decodeHook))
-	if err == nil {
-		return
-	}
-	var he *hookError
-	if errors.As(err, &he) {
-		l.probs.add(key, "%s", he.msg)
-	} else {
-		l.probs.add(key, "expected %s, got %s", kindName(field.Type()), describe(key, raw))
-	}
-	l.probs.markBad(key)
+	l.unmarshal(key, sv, "v", raw, field)
 }
 
 // checkLimitsEnv reports every env var that names downstreams.NAME.admission.limits

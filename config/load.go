@@ -339,7 +339,14 @@ func (l *loader) decodeKey(key string, field reflect.Value) bool {
 	if raw == nil {
 		return false
 	}
-	err := l.v.UnmarshalKey(key, field.Addr().Interface(), viper.DecodeHook(decodeHook))
+	return l.unmarshal(key, l.v, key, raw, field)
+}
+
+// unmarshal decodes vkey of v (whose value is raw) into field through the
+// decode hook and reports whether it did; a failure is recorded as a
+// problem with key.
+func (l *loader) unmarshal(key string, v *viper.Viper, vkey string, raw any, field reflect.Value) bool {
+	err := v.UnmarshalKey(vkey, field.Addr().Interface(), viper.DecodeHook(decodeHook))
 	if err == nil {
 		return true
 	}
