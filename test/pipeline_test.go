@@ -128,28 +128,44 @@ func TestConcurrencyBoundsInflight(t *testing.T) {
 }
 
 // 503 with Retry-After pauses the downstream, then the job is retried; the
-// pushback does not burn an attempt but Shaper-Attempt counts the try.
+// pushback does not burn an attempt (max_attempts 1 still delivers it) but
+// Shaper-Attempt counts the try. On both queue backends: a durable lane
+// holds the pushed-back job instead of nak-ing it to the stream.
 func TestPushbackPausesThenRetries(t *testing.T) {
-	srv := runNATS(t)
-	ds := newDownstream(t)
-	ds.respond = func(n int, _ *http.Request) (int, map[string]string) {
-		if n == 1 {
-			return http.StatusServiceUnavailable, map[string]string{"Retry-After": "2"}
-		}
-		return http.StatusOK, nil
-	}
-	in := startDaemon(t, srv, baseConfig(lane("pay", "50/s", 10, "    retry: { max_attempts: 1 }\n", ds.URL)))
-	in.request(t, "shaper.jobs.pay", []byte("a"), nil)
-	in.request(t, "shaper.jobs.pay", []byte("b"), nil)
-	hits := ds.waitHits(t, 3, 10*time.Second)
-	if hits[1].body != "a" || hits[1].attempt != 2 || hits[1].jobID != hits[0].jobID {
-		t.Errorf("retry of the pushed-back job: %+v (first %+v)", hits[1], hits[0])
-	}
-	if wait := hits[1].at.Sub(hits[0].at); wait < 1900*time.Millisecond || wait > 4*time.Second {
-		t.Errorf("retried %s after a Retry-After of 2s", wait)
-	}
-	if hits[2].body != "b" {
-		t.Errorf("third delivery %q, want b (the retry goes first)", hits[2].body)
+	for _, backend := range []struct {
+		name string
+		lane func(name, rate string, capacity int, extra, url string) string
+	}{{"memory", lane}, {"jetstream", durableLane}} {
+		t.Run(backend.name, func(t *testing.T) {
+			srv := runNATS(t)
+			ds := newDownstream(t)
+			ds.respond = func(n int, _ *http.Request) (int, map[string]string) {
+				if n == 1 {
+					return http.StatusServiceUnavailable, map[string]string{"Retry-After": "2"}
+				}
+				return http.StatusOK, nil
+			}
+			in := startDaemon(t, srv, baseConfig(backend.lane("pay", "50/s", 10,
+				"    retry: { max_attempts: 1 }\n    dead_letter: dl.pay\n", ds.URL)))
+			dead := subscribeDead(t, in.nc, "dl.pay")
+			in.request(t, "shaper.jobs.pay", []byte("a"), nil)
+			in.request(t, "shaper.jobs.pay", []byte("b"), nil)
+			hits := ds.waitHits(t, 3, 10*time.Second)
+			if hits[1].body != "a" || hits[1].attempt != 2 || hits[1].jobID != hits[0].jobID {
+				t.Errorf("retry of the pushed-back job: %+v (first %+v)", hits[1], hits[0])
+			}
+			if wait := hits[1].at.Sub(hits[0].at); wait < 1900*time.Millisecond || wait > 4*time.Second {
+				t.Errorf("retried %s after a Retry-After of 2s", wait)
+			}
+			if hits[2].body != "b" {
+				t.Errorf("third delivery %q, want b (the retry goes first)", hits[2].body)
+			}
+			select {
+			case m := <-dead:
+				t.Errorf("dead letter %s: the pushback burned the only attempt", m.Header.Get("Shaper-Reason"))
+			default:
+			}
+		})
 	}
 }
 
