@@ -36,11 +36,8 @@ func runCluster(t *testing.T) []*server.Server {
 	}
 	var srvs []*server.Server
 	for i := range 3 {
-		opts := natsserver.DefaultTestOptions
+		opts := natsOptions(t)
 		opts.ServerName = fmt.Sprint("n", i)
-		opts.Port = -1
-		opts.JetStream = true
-		opts.StoreDir = t.TempDir()
 		opts.Cluster = server.ClusterOpts{Name: "shaper", Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		srv := natsserver.RunServer(&opts)

@@ -150,8 +150,7 @@ func TestDurablePoisonJobDeadLettered(t *testing.T) {
 	}
 }
 
-// A pushback (429 Retry-After) does not burn attempts; an expired job is
-// dead-lettered and never sent.
+// An expired job on a durable queue is dead-lettered and never sent.
 func TestDurableExpiredNeverSent(t *testing.T) {
 	t.Parallel()
 	srv := runNATS(t)

@@ -25,13 +25,20 @@ import (
 	"github.com/shaperd/shaper/daemon"
 )
 
-// runNATS starts a NATS server with JetStream on a random port.
-func runNATS(t testing.TB) *server.Server {
-	t.Helper()
+// natsOptions are a test NATS server's options: JetStream on, a random
+// port, the store in t.TempDir(). A test that restarts the server keeps them.
+func natsOptions(t testing.TB) server.Options {
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1
 	opts.JetStream = true
 	opts.StoreDir = t.TempDir()
+	return opts
+}
+
+// runNATS starts a NATS server with JetStream on a random port.
+func runNATS(t testing.TB) *server.Server {
+	t.Helper()
+	opts := natsOptions(t)
 	srv := natsserver.RunServer(&opts)
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	return srv

@@ -138,10 +138,7 @@ downstreams:` + lane("printer", "20/s", 10, "", ds.URL)
 // intake resumes.
 func TestNATSServerRestart(t *testing.T) {
 	t.Parallel()
-	opts := natsserver.DefaultTestOptions
-	opts.Port = -1
-	opts.JetStream = true
-	opts.StoreDir = t.TempDir()
+	opts := natsOptions(t)
 	srv := natsserver.RunServer(&opts)
 	port := srv.Addr().(*net.TCPAddr).Port
 	ds := newDownstream(t)

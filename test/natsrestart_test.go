@@ -20,10 +20,7 @@ const resumeBound = 5 * time.Second
 // delivery resumes within resumeBound.
 func TestNATSRestartMidDrain(t *testing.T) {
 	t.Parallel()
-	opts := natsserver.DefaultTestOptions
-	opts.Port = -1
-	opts.JetStream = true
-	opts.StoreDir = t.TempDir()
+	opts := natsOptions(t)
 	srv := natsserver.RunServer(&opts)
 	opts.Port = srv.Addr().(*net.TCPAddr).Port
 	t.Cleanup(func() { srv.Shutdown() })

@@ -70,11 +70,9 @@ downstreams:` + strings.Replace(lane("printer", "20/s", 10, "", ds.URL), "backen
 		t.Errorf("no log line says NATS is unreachable:\n%s", logs.String())
 	}
 
-	opts := natsserver.DefaultTestOptions
+	opts := natsOptions(t)
 	opts.Host = host
 	opts.Port = atoi(t, port)
-	opts.JetStream = true
-	opts.StoreDir = t.TempDir()
 	up := time.Now()
 	srv := natsserver.RunServer(&opts)
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
