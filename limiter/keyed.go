@@ -2,21 +2,26 @@ package limiter
 
 import (
 	"hash/maphash"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
 
 // Keyed is a set of limiters of one Config, one per key (tenant, API key,
 // client address), for any Mode. It is safe for concurrent use: keys are
-// spread over up to 64 independently locked shards by a seeded hash. Create
-// one with NewKeyed; the zero Keyed is not usable.
+// spread over up to 64 shards by a seeded hash, and a decision on a stored
+// key locks only that key's slot (a lock bit in the slot's hash word), so
+// it writes that slot and no shared lock; new keys and changes to a shard's
+// table take the shard's mutex (see table.go). Create one with NewKeyed; the
+// zero Keyed is not usable.
 //
-// A key is never stored: each key is reduced to a 64-bit hash (hash/maphash,
-// with a seed private to this Keyed) and only that hash and the algorithm's
-// state are kept, inline in an open-addressing table — no key strings, no
-// per-key allocation (except SlidingLog's log growing), no allocation per
-// decision for a known key. Two keys whose hashes collide would share one
-// limit; among a million live keys that happens with probability about 3e-8.
+// A key is never stored: each key is reduced to a 63-bit hash (hash/maphash,
+// with a seed private to this Keyed; bit 0 is the slot lock) and only that
+// hash and the algorithm's state are kept, inline in an open-addressing
+// table — no key strings, no per-key allocation (except SlidingLog's log
+// growing), no allocation per decision for a known key. Two keys whose
+// hashes collide would share one limit; among a million live keys that
+// happens with probability about 5e-8.
 //
 // Memory follows active keys: a key whose state is indistinguishable from a
 // new key's (full bucket, empty windows) is forgotten by Sweep, and also,
@@ -177,78 +182,108 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 	}
 }
 
-// The decide functions are keyedTable.decide written out once per rule, so
-// that the rule's decide is a direct call the compiler can inline.
+// The decide functions are written out once per rule, so that the rule's
+// decide is a direct call the compiler can inline. Each locks only the key's
+// slot; a locked or contended slot, a new key or a shard whose table is
+// changing goes to shard.acquireSlow (see table.go).
 
 func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sh.mu.Lock()
-	i, ok := sh.find(h)
-	if !ok {
-		i = sh.insert(t.rule, h, now)
+	busy := false
+	if slots, ok := sh.view(); ok {
+		i, w := find(slots, h)
+		sl := &slots[i]
+		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
+		busy = w&flags == locked // locked and not yet marked
 	}
-	d := t.rule.decide(&sh.slots[i].s, now, cost)
-	sh.mu.Unlock()
+	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	d := t.rule.decide(&sl.s, now, cost)
+	sh.finish(sl, h, underMu)
 	return d
 }
 
 func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sh.mu.Lock()
-	i, ok := sh.find(h)
-	if !ok {
-		i = sh.insert(t.rule, h, now)
+	busy := false
+	if slots, ok := sh.view(); ok {
+		i, w := find(slots, h)
+		sl := &slots[i]
+		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
+		busy = w&flags == locked // locked and not yet marked
 	}
-	d := t.rule.decide(&sh.slots[i].s, now, cost)
-	sh.mu.Unlock()
+	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	d := t.rule.decide(&sl.s, now, cost)
+	sh.finish(sl, h, underMu)
 	return d
 }
 
 func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sh.mu.Lock()
-	i, ok := sh.find(h)
-	if !ok {
-		i = sh.insert(t.rule, h, now)
+	busy := false
+	if slots, ok := sh.view(); ok {
+		i, w := find(slots, h)
+		sl := &slots[i]
+		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
+		busy = w&flags == locked // locked and not yet marked
 	}
-	d := t.rule.decide(&sh.slots[i].s, now, cost)
-	sh.mu.Unlock()
+	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	d := t.rule.decide(&sl.s, now, cost)
+	sh.finish(sl, h, underMu)
 	return d
 }
 
 func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sh.mu.Lock()
-	i, ok := sh.find(h)
-	if !ok {
-		i = sh.insert(t.rule, h, now)
+	busy := false
+	if slots, ok := sh.view(); ok {
+		i, w := find(slots, h)
+		sl := &slots[i]
+		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
+		busy = w&flags == locked // locked and not yet marked
 	}
-	d := t.rule.decide(&sh.slots[i].s, now, cost)
-	sh.mu.Unlock()
+	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	d := t.rule.decide(&sl.s, now, cost)
+	sh.finish(sl, h, underMu)
 	return d
 }
 
 func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sh.mu.Lock()
-	i, ok := sh.find(h)
-	if !ok {
-		i = sh.insert(t.rule, h, now)
+	busy := false
+	if slots, ok := sh.view(); ok {
+		i, w := find(slots, h)
+		sl := &slots[i]
+		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
+		busy = w&flags == locked // locked and not yet marked
 	}
-	d := t.rule.decide(&sh.slots[i].s, now, cost)
-	sh.mu.Unlock()
+	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	d := t.rule.decide(&sl.s, now, cost)
+	sh.finish(sl, h, underMu)
 	return d
 }
 
-// hash returns key's table hash: maphash with this Keyed's seed, never 0
-// (0 marks an empty slot).
-func (k *Keyed) hash(key string) uint64 {
-	h := maphash.String(k.seed, key)
-	if h == 0 {
-		h = 1
-	}
-	return h
-}
+// hash returns key's stored hash.
+func (k *Keyed) hash(key string) uint64 { return keyHash(maphash.String(k.seed, key)) }
 
 // Allow is AllowAt(key, time.Now(), 1).
 func (k *Keyed) Allow(key string) bool {
@@ -268,12 +303,12 @@ func (k *Keyed) Len() int { return k.impl.stats().Keys }
 func (k *Keyed) Stats() Stats { return k.impl.stats() }
 
 // StateBytesPerKey returns the fixed bytes one live key occupies in the
-// table: its slot, an 8-byte key hash plus the algorithm's state (16 bytes
-// for GCRA, 24 for token bucket and both window counters, 40 for the
-// sliding log's ring header), plus for the sliding log a full ring of Limit
-// 8-byte timestamps. It does not count table slack: at 53–80 % load a slot
-// costs 1.25–1.9× its size, which the heap figures in the benchmark notes
-// include.
+// table: its slot, an 8-byte word (key hash and slot lock) plus the
+// algorithm's state (16 bytes for GCRA, 24 for token bucket and both window
+// counters, 40 for the sliding log's ring header), plus for the sliding log
+// a full ring of Limit 8-byte timestamps. It does not count table slack: at
+// 53–80 % load a slot costs 1.25–1.9× its size, which the heap figures in
+// the benchmark notes include.
 func (k *Keyed) StateBytesPerKey() int {
 	b := k.impl.slotBytes()
 	if k.cfg.Mode == SlidingLogMode {

@@ -67,11 +67,10 @@ func (k *Keyed) Refund(key string, now time.Time, cost int) {
 // here: refunds are off the hot path.
 func refundKeyed[S any, R refundRule[S]](t *keyedTable[S, R], h uint64, now int64, cost int) {
 	sh := t.shard(h)
-	sh.mu.Lock()
-	if i, ok := sh.find(h); ok {
-		t.rule.refund(&sh.slots[i].s, now, cost)
+	if sl, underMu := sh.acquireSlow(t.rule, h, now, false, false); sl != nil {
+		t.rule.refund(&sl.s, now, cost)
+		sh.finish(sl, h, underMu)
 	}
-	sh.mu.Unlock()
 }
 
 // refundPure implements the exported value-in, value-out Refund methods.

@@ -2,40 +2,104 @@ package limiter
 
 import (
 	"math/bits"
+	"runtime"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 )
 
 // The table is an open-addressing hash table with linear probing and
 // backward-shift deletion (no tombstones), one per shard. A slot holds the
-// key's 64-bit hash and its state inline: no key string, no pointer, no
-// per-key allocation. At 80 % load it first forgets fresh keys, then grows
-// by 1.5×; Sweep shrinks it below 20 %. So between growths its load stays in
-// 53–80 % and a 24-byte slot costs 30–45 bytes per key.
+// key's hash and its state inline: no key string, no pointer, no per-key
+// allocation. At 80 % load it first forgets fresh keys, then grows by 1.5×;
+// Sweep shrinks it below 20 %. So between growths its load stays in 53–80 %
+// and a 24-byte slot costs 30–45 bytes per key.
+//
+// Concurrency. A decision on a stored key writes one cache line, its slot:
+// bit 0 of the slot's hash word is the slot's lock, and a decision finds the
+// key without the shard mutex, locks the slot with one CAS from exactly the
+// key's hash, updates the state and unlocks it. Structural changes (insert's
+// sweeping, eviction and growth; delete; resize; Sweep) hold the shard mutex
+// and take a slot's lock before they read or move its state, so they wait
+// for a decision in progress and a decision cannot start on a slot being
+// moved. Two rules make a lock-free lookup that raced a change safe. A
+// backward-shift delete publishes a moved key's word at its new slot only
+// after copying the state there, and keeps the old slot locked until it is
+// overwritten, so at most one unlocked slot holds a key's hash and it holds
+// the key's state. A resize leaves every slot of the old table locked for
+// good, so a decision that found its key in a table no longer in use fails
+// its CAS. A failed CAS, a key not found (perhaps moved past the lookup) or
+// a locked slot sends the decision to the shard mutex (acquireSlow), where
+// no structural change runs.
+//
+// A hot key. Two cores spinning on one slot lock pass its cache line back
+// and forth on every decision; a mutex that parks the loser lets the winner
+// run many decisions on a line it keeps. So a decision that finds its slot
+// locked goes to the shard mutex and marks the slot contended (bit 1): it
+// waits for the holder, then unlocks the slot as h|contended. From then on
+// every decision on that key takes the mutex instead of the slot lock (the
+// lock-free path only locks a word that is exactly the key's hash). The mark
+// stays until the key is forgotten.
+//
+// Only a slot lock's holder writes the slot's word, so unlocking is a plain
+// release store of the word it locked (storeRelease: one locked instruction
+// per decision, the CAS, where a mutex takes two). A state is read or written
+// only under its slot lock, under the shard mutex once its slot is marked,
+// or while its slot is empty under the shard mutex. Every other access to a
+// hash word is sync/atomic, and race-detector builds unlock with sync/atomic
+// too, so the detector sees every happens-before edge.
 const (
 	maxLoadNum, maxLoadDen = 4, 5
 	minTableLen            = 8
 	// evictSample is how many occupied slots are examined for the stalest
 	// state when a shard is at its cap.
 	evictSample = 16
+	// locked is the lock bit of a slot's hash word; contended marks a slot
+	// whose decisions take the shard mutex instead.
+	locked, contended = 1, 2
+	flags             = locked | contended
+	// spinsBeforeYield is how many times a slot lock is retried before the
+	// waiter yields the processor to (possibly) the preempted holder.
+	spinsBeforeYield = 32
 )
 
 type slot[S any] struct {
-	h uint64 // 0 marks an empty slot; key hashes are never 0
-	s S
+	// w is the key's hash (a multiple of 4, never 0) with bit 0 set while
+	// the slot is locked and bit 1 once it is contended; 0 marks an empty
+	// slot. Accessed only with sync/atomic.
+	w uint64
+	s S // guarded by the slot lock, or by the shard mutex once contended
 }
 
-// shard is one lock's worth of keys. The fields after mu are guarded by mu.
+// shard is one mutex's worth of keys. The fields after tab are guarded by mu.
 type shard[S any, R rule[S]] struct {
-	mu    sync.Mutex
-	slots []slot[S]
-	n     int // occupied slots
-	cap   int // most keys this shard may hold
+	mu sync.Mutex
+	// The table for lock-free lookups, on this (read-mostly) line: its first
+	// slot and length, published by resize under mu between two increments
+	// of ver (odd meanwhile), so a reader that sees the same even ver before
+	// and after reading both has a consistent pair (see view).
+	ver  atomic.Uint64
+	base atomic.Pointer[slot[S]]
+	size atomic.Int64
+	// The fields below are guarded by mu.
+	slots []slot[S] // the same table
+	n     int       // occupied slots
+	cap   int       // most keys this shard may hold
 	// Counters, read by Stats.
 	capHits, evictions, forgotten uint64
 	// atCap counts inserts that found the shard full; a full sweep runs at
 	// most once per cap/8 of them (nextSweep), so it stays O(1) amortized.
 	atCap, nextSweep uint64
-	_                [40]byte // 128 bytes: neighbouring shards' locks stay off this cache line
+	_                [16]byte // 128 bytes: neighbouring shards stay off this cache line
+}
+
+// keyHash maps maphash's value to a stored key hash: its low two bits clear
+// (they are the slot's flags) and not 0 (the empty slot).
+func keyHash(h uint64) uint64 {
+	if h &^= flags; h == 0 {
+		h = 4
+	}
+	return h
 }
 
 // home returns h's preferred slot in a table of length n (Lemire's
@@ -46,18 +110,20 @@ func home(h uint64, n int) int {
 	return int(hi)
 }
 
-// find returns the slot holding h, or the empty slot where it would go.
-// find requires that sh.mu is held and the table is not empty (newKeyedTable
-// sizes every shard's table).
-func (sh *shard[S, R]) find(h uint64) (int, bool) {
-	n := len(sh.slots)
+// find returns the index of the slot of slots holding h and its hash word
+// (h with the slot's flags), or of the empty slot where h would go and 0.
+// slots must not be empty (newKeyedTable sizes every shard's table). It
+// needs no lock; what it returns is current only while no structural change
+// runs.
+func find[S any](slots []slot[S], h uint64) (int, uint64) {
+	n := len(slots)
 	i := home(h, n)
 	for {
-		switch sh.slots[i].h {
+		switch w := atomic.LoadUint64(&slots[i].w); w &^ flags {
 		case h:
-			return i, true
+			return i, w
 		case 0:
-			return i, false
+			return i, 0
 		}
 		if i++; i == n {
 			i = 0
@@ -65,17 +131,124 @@ func (sh *shard[S, R]) find(h uint64) (int, bool) {
 	}
 }
 
-// insert adds h with a fresh state and returns its slot, making room first:
-// at the cap by dropping the sampled state that becomes fresh soonest, else
-// by growing. insert requires that sh.mu is held.
-func (sh *shard[S, R]) insert(r R, h uint64, now int64) int {
-	if sh.n < sh.cap && (sh.n+1)*maxLoadDen > len(sh.slots)*maxLoadNum {
+// view returns the shard's table for a lock-free lookup and whether it is
+// consistent (no resize was publishing it meanwhile). It reads only this
+// shard's first cache line, which decisions never write: a table header
+// behind a pointer would add a dependent load ahead of the slot's CAS,
+// ~8 ns per decision here.
+func (sh *shard[S, R]) view() ([]slot[S], bool) {
+	v := sh.ver.Load()
+	p, n := sh.base.Load(), sh.size.Load()
+	if v&1 != 0 || sh.ver.Load() != v {
+		return nil, false
+	}
+	return unsafe.Slice(p, n), true
+}
+
+// backoff waits before retrying a slot lock: a short spin, then yielding,
+// because the holder may have been preempted between lock and unlock.
+func backoff(spins int) {
+	if spins >= spinsBeforeYield {
+		runtime.Gosched()
+	}
+}
+
+// lockSlot locks sl, whatever key it holds, and returns its hash, or returns
+// 0 for an empty slot (which stays empty while sh.mu is held).
+func lockSlot[S any](sl *slot[S]) uint64 {
+	for spins := 0; ; spins++ {
+		w := atomic.LoadUint64(&sl.w)
+		if w == 0 {
+			return 0
+		}
+		if w&locked == 0 && atomic.CompareAndSwapUint64(&sl.w, w, w|locked) {
+			return w
+		}
+		backoff(spins)
+	}
+}
+
+// release unlocks sl, whose word unlocked is w. Only the holder of a slot
+// lock writes the slot's word, so the unlock is a plain store of w: one
+// locked instruction per decision (the CAS), not two (see storeRelease).
+func release[S any](sl *slot[S], w uint64) { storeRelease(&sl.w, w) }
+
+// acquireSlow returns h's slot ready for a decision, inserting h with a fresh
+// state if insert is set and h is not stored (else it returns nil). If
+// underMu, the decision runs under sh.mu, which the caller unlocks after it
+// (see finish); otherwise the slot is locked and sh.mu is not held. busy
+// says the lock-free path found the slot locked: the slot is marked
+// contended. acquireSlow holds sh.mu, so no structural change runs
+// meanwhile except those it makes itself.
+func (sh *shard[S, R]) acquireSlow(r R, h uint64, now int64, busy, insert bool) (sl *slot[S], underMu bool) {
+	sh.mu.Lock()
+	slots := sh.slots
+	i, w := find(slots, h)
+	if w == 0 {
+		if insert {
+			sl = sh.insert(r, h, now)
+		}
+		sh.mu.Unlock()
+		return sl, false
+	}
+	sl = &slots[i]
+	// The mark is set only here, under sh.mu, so w's is current. A slot
+	// still locked now is held by a lock-free decision (structural changes
+	// need sh.mu): the key really is contended. The mark is published by
+	// the lock's holder (lockSlot waits for the decision to finish) as the
+	// unlocked word h|contended, which no lock-free CAS (from exactly h)
+	// can lock again: from then on decisions on h run under sh.mu.
+	if busy && w&contended == 0 && w&locked != 0 {
+		lockSlot(sl)
+		release(sl, h|contended)
+		w |= contended
+	}
+	if w&contended != 0 {
+		return sl, true
+	}
+	lockSlot(sl) // the slot holds h: only structural changes, under sh.mu, move it
+	sh.mu.Unlock()
+	return sl, false
+}
+
+// finish ends a decision on h's slot sl begun by acquireSlow.
+func (sh *shard[S, R]) finish(sl *slot[S], h uint64, underMu bool) {
+	if underMu {
+		sh.mu.Unlock()
+	} else {
+		release(sl, h)
+	}
+}
+
+// insert adds h with a fresh state and returns its slot, locked, making room
+// first: at the cap by dropping the sampled state that becomes fresh
+// soonest, else by growing. insert requires that sh.mu is held.
+func (sh *shard[S, R]) insert(r R, h uint64, now int64) *slot[S] {
+	grow := sh.n < sh.cap && (sh.n+1)*maxLoadDen > len(sh.slots)*maxLoadNum
+	if grow || sh.n >= sh.cap {
+		sh.makeSpace(r, h, now, grow)
+	}
+	slots := sh.slots
+	i, _ := find(slots, h)
+	sl := &slots[i]
+	// The slot is empty: no lookup touches its state, so it is set before
+	// the hash word publishes it.
+	r.init(&sl.s, now)
+	atomic.StoreUint64(&sl.w, h|locked)
+	sh.n++
+	return sl
+}
+
+// makeSpace is insert's structural part. It requires that sh.mu is held.
+func (sh *shard[S, R]) makeSpace(r R, h uint64, now int64, grow bool) {
+	if grow {
 		// Before growing, forget the fresh keys: memory follows active
 		// keys even if Sweep is never called. Grow anyway unless that freed
 		// an eighth, so each full scan is paid for by growth or by the
 		// inserts that refill what it freed (O(1) amortized per insert).
 		if freed := sh.sweep(r, now, false); freed*8 < sh.n+freed {
-			sh.resize(min(len(sh.slots)+len(sh.slots)/2, sh.cap*maxLoadDen/maxLoadNum+2))
+			n := len(sh.slots)
+			sh.resize(min(n+n/2, sh.cap*maxLoadDen/maxLoadNum+2))
 		}
 	}
 	if sh.n >= sh.cap {
@@ -89,11 +262,6 @@ func (sh *shard[S, R]) insert(r R, h uint64, now int64) int {
 			sh.makeRoom(r, h, now)
 		}
 	}
-	i, _ := sh.find(h)
-	sh.slots[i].h = h
-	r.init(&sh.slots[i].s, now)
-	sh.n++
-	return i
 }
 
 // makeRoom drops one key: the one, among evictSample occupied slots from a
@@ -102,14 +270,16 @@ func (sh *shard[S, R]) insert(r R, h uint64, now int64) int {
 // still had. makeRoom requires that sh.mu is held.
 func (sh *shard[S, R]) makeRoom(r R, h uint64, now int64) {
 	sh.capHits++
-	n := len(sh.slots)
+	slots := sh.slots
+	n := len(slots)
 	i := home(bits.RotateLeft64(h, 32), n)
 	victim, best := -1, int64(0)
 	for seen, probes := 0, 0; seen < evictSample && probes < n; probes++ {
-		if sh.slots[i].h != 0 {
-			if at := r.freshAt(&sh.slots[i].s); victim < 0 || at < best {
+		if w := lockSlot(&slots[i]); w != 0 {
+			if at := r.freshAt(&slots[i].s); victim < 0 || at < best {
 				victim, best = i, at
 			}
+			release(&slots[i], w)
 			seen++
 		}
 		if i++; i == n {
@@ -119,68 +289,89 @@ func (sh *shard[S, R]) makeRoom(r R, h uint64, now int64) {
 	if victim < 0 {
 		return // cap 0 cannot happen: every shard's cap is >= 1
 	}
-	if r.isFresh(&sh.slots[victim].s, now) {
+	lockSlot(&slots[victim])
+	if r.isFresh(&slots[victim].s, now) {
 		sh.forgotten++
 	} else {
 		sh.evictions++
 	}
-	sh.delete(victim)
+	sh.delete(slots, victim)
 }
 
 // sweep forgets every fresh key and returns how many, then, if shrink is
 // set, shrinks a sparse table. sweep requires that sh.mu is held.
 func (sh *shard[S, R]) sweep(r R, now int64, shrink bool) int {
 	dropped := 0
-	for i := 0; i < len(sh.slots); {
-		if sl := &sh.slots[i]; sl.h != 0 && r.isFresh(&sl.s, now) {
-			sh.delete(i) // may shift a later entry into i: look again
+	slots := sh.slots
+	for i := 0; i < len(slots); {
+		sl := &slots[i]
+		w := lockSlot(sl)
+		if w != 0 && r.isFresh(&sl.s, now) {
+			sh.delete(slots, i) // may shift a later entry into i: look again
 			dropped++
 			continue
+		}
+		if w != 0 {
+			release(sl, w)
 		}
 		i++
 	}
 	sh.forgotten += uint64(dropped)
-	if shrink && len(sh.slots) > minTableLen && sh.n*5 < len(sh.slots) {
+	if shrink && len(slots) > minTableLen && sh.n*5 < len(slots) {
 		sh.resize(max(minTableLen, sh.n*2))
 	}
 	return dropped
 }
 
-// delete empties slot i, shifting later entries of its probe run back so
-// that lookups never meet a gap. delete requires that sh.mu is held.
-func (sh *shard[S, R]) delete(i int) {
-	n := len(sh.slots)
+// delete empties slot i, which the caller has locked, shifting later entries
+// of its probe run back so that lookups never meet a gap. delete requires
+// that sh.mu is held.
+func (sh *shard[S, R]) delete(slots []slot[S], i int) {
+	n := len(slots)
 	for j := i; ; {
 		if j++; j == n {
 			j = 0
 		}
-		if sh.slots[j].h == 0 {
+		w := lockSlot(&slots[j])
+		if w == 0 {
 			break
 		}
-		k := home(sh.slots[j].h, n)
+		k := home(w&^flags, n)
 		// The entry at j may stay if its home lies cyclically in (i, j].
 		if i <= j {
 			if i < k && k <= j {
+				release(&slots[j], w)
 				continue
 			}
 		} else if i < k || k <= j {
+			release(&slots[j], w)
 			continue
 		}
-		sh.slots[i] = sh.slots[j]
+		slots[i].s = slots[j].s
+		atomic.StoreUint64(&slots[i].w, w) // i now holds j's key, unlocked; j stays locked
 		i = j
 	}
-	sh.slots[i] = slot[S]{}
+	var zero S
+	slots[i].s = zero
+	atomic.StoreUint64(&slots[i].w, 0)
 	sh.n--
 }
 
-// resize rehashes into a table of n slots. resize requires that sh.mu is held.
+// resize rehashes into a new table of n slots. It leaves every occupied slot
+// of the old table locked: a lookup still holding the old table then fails
+// its CAS and retries under sh.mu. resize requires that sh.mu is held.
 func (sh *shard[S, R]) resize(n int) {
-	old := sh.slots
-	sh.slots = make([]slot[S], n)
-	for _, sl := range old {
-		if sl.h != 0 {
-			i, _ := sh.find(sl.h)
-			sh.slots[i] = sl
+	ns := make([]slot[S], n)
+	for i := range sh.slots {
+		sl := &sh.slots[i]
+		if w := lockSlot(sl); w != 0 {
+			j, _ := find(ns, w&^flags)
+			ns[j] = slot[S]{w: w, s: sl.s} // ns is not yet shared
 		}
 	}
+	sh.ver.Add(1)
+	sh.slots = ns
+	sh.base.Store(&ns[0])
+	sh.size.Store(int64(len(ns)))
+	sh.ver.Add(1)
 }

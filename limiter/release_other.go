@@ -1,0 +1,9 @@
+//go:build !amd64 || race
+
+package limiter
+
+import "sync/atomic"
+
+// storeRelease stores v at addr (see release_amd64.go): sync/atomic's store,
+// a release store on every platform (on arm64 an STLR).
+func storeRelease(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
