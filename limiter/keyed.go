@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"hash/maphash"
-	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -193,7 +192,7 @@ func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, n
 	if slots, ok := sh.view(); ok {
 		i, w := find(slots, h)
 		sl := &slots[i]
-		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+		if w == h && sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
 			return d
@@ -212,7 +211,7 @@ func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) D
 	if slots, ok := sh.view(); ok {
 		i, w := find(slots, h)
 		sl := &slots[i]
-		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+		if w == h && sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
 			return d
@@ -231,7 +230,7 @@ func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, n
 	if slots, ok := sh.view(); ok {
 		i, w := find(slots, h)
 		sl := &slots[i]
-		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+		if w == h && sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
 			return d
@@ -250,7 +249,7 @@ func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h 
 	if slots, ok := sh.view(); ok {
 		i, w := find(slots, h)
 		sl := &slots[i]
-		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+		if w == h && sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
 			return d
@@ -269,7 +268,7 @@ func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now 
 	if slots, ok := sh.view(); ok {
 		i, w := find(slots, h)
 		sl := &slots[i]
-		if w == h && atomic.CompareAndSwapUint64(&sl.w, h, h|locked) {
+		if w == h && sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
 			return d

@@ -260,6 +260,12 @@ func TestNoAllocationPerDecision(t *testing.T) {
 }
 
 func TestStateBytesPerKey(t *testing.T) {
+	// The sliding log's slot: an 8-byte word, a slice header and two int32s,
+	// 40 bytes on 64-bit platforms and 32 (20 rounded up to 8) on 32-bit.
+	logSlot := 40
+	if strconv.IntSize == 32 {
+		logSlot = 32
+	}
 	tests := []struct {
 		cfg  Config
 		want int
@@ -268,7 +274,7 @@ func TestStateBytesPerKey(t *testing.T) {
 		{Config{Mode: TokenBucketMode, Rate: 1, Burst: 1}, 24},
 		{Config{Mode: FixedWindowMode, Limit: 100, Window: time.Minute}, 24},
 		{Config{Mode: SlidingCounterMode, Limit: 100, Window: time.Minute}, 24},
-		{Config{Mode: SlidingLogMode, Limit: 100, Window: time.Minute}, 40 + 800},
+		{Config{Mode: SlidingLogMode, Limit: 100, Window: time.Minute}, logSlot + 800},
 	}
 	for _, tt := range tests {
 		k, err := NewKeyed(tt.cfg)

@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// func storeRelease(addr *uint64, v uint64)
+// func storeRelease(addr *atomic.Uint64, v uint64)
 TEXT ·storeRelease(SB), NOSPLIT, $0-16
 	MOVQ addr+0(FP), AX
 	MOVQ v+8(FP), BX

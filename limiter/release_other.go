@@ -6,4 +6,4 @@ import "sync/atomic"
 
 // storeRelease stores v at addr (see release_amd64.go): sync/atomic's store,
 // a release store on every platform (on arm64 an STLR).
-func storeRelease(addr *uint64, v uint64) { atomic.StoreUint64(addr, v) }
+func storeRelease(addr *atomic.Uint64, v uint64) { addr.Store(v) }

@@ -66,8 +66,9 @@ const (
 type slot[S any] struct {
 	// w is the key's hash (a multiple of 4, never 0) with bit 0 set while
 	// the slot is locked and bit 1 once it is contended; 0 marks an empty
-	// slot. Accessed only with sync/atomic.
-	w uint64
+	// slot. An atomic.Uint64, so that it is 8-byte aligned on 32-bit
+	// platforms too.
+	w atomic.Uint64
 	s S // guarded by the slot lock, or by the shard mutex once contended
 }
 
@@ -119,7 +120,7 @@ func find[S any](slots []slot[S], h uint64) (int, uint64) {
 	n := len(slots)
 	i := home(h, n)
 	for {
-		switch w := atomic.LoadUint64(&slots[i].w); w &^ flags {
+		switch w := slots[i].w.Load(); w &^ flags {
 		case h:
 			return i, w
 		case 0:
@@ -157,11 +158,11 @@ func backoff(spins int) {
 // 0 for an empty slot (which stays empty while sh.mu is held).
 func lockSlot[S any](sl *slot[S]) uint64 {
 	for spins := 0; ; spins++ {
-		w := atomic.LoadUint64(&sl.w)
+		w := sl.w.Load()
 		if w == 0 {
 			return 0
 		}
-		if w&locked == 0 && atomic.CompareAndSwapUint64(&sl.w, w, w|locked) {
+		if w&locked == 0 && sl.w.CompareAndSwap(w, w|locked) {
 			return w
 		}
 		backoff(spins)
@@ -234,7 +235,7 @@ func (sh *shard[S, R]) insert(r R, h uint64, now int64) *slot[S] {
 	// The slot is empty: no lookup touches its state, so it is set before
 	// the hash word publishes it.
 	r.init(&sl.s, now)
-	atomic.StoreUint64(&sl.w, h|locked)
+	sl.w.Store(h | locked)
 	sh.n++
 	return sl
 }
@@ -348,12 +349,12 @@ func (sh *shard[S, R]) delete(slots []slot[S], i int) {
 			continue
 		}
 		slots[i].s = slots[j].s
-		atomic.StoreUint64(&slots[i].w, w) // i now holds j's key, unlocked; j stays locked
+		slots[i].w.Store(w) // i now holds j's key, unlocked; j stays locked
 		i = j
 	}
 	var zero S
 	slots[i].s = zero
-	atomic.StoreUint64(&slots[i].w, 0)
+	slots[i].w.Store(0)
 	sh.n--
 }
 
@@ -366,7 +367,8 @@ func (sh *shard[S, R]) resize(n int) {
 		sl := &sh.slots[i]
 		if w := lockSlot(sl); w != 0 {
 			j, _ := find(ns, w&^flags)
-			ns[j] = slot[S]{w: w, s: sl.s} // ns is not yet shared
+			ns[j].s = sl.s // ns is not yet shared
+			ns[j].w.Store(w)
 		}
 	}
 	sh.ver.Add(1)
