@@ -183,13 +183,21 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 
 // The decide functions are written out once per rule, so that the rule's
 // decide is a direct call the compiler can inline. Each locks only the key's
-// slot; a locked or contended slot, a new key or a shard whose table is
+// slot, first with a CAS on the key's home slot, where most keys are: a load
+// before the CAS would, for a line the other core last wrote, fetch it
+// shared and then again exclusive. A key elsewhere in its probe run is found
+// by find; a locked or contended slot, a new key or a shard whose table is
 // changing goes to shard.acquireSlow (see table.go).
 
 func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
 	busy := false
 	if slots, ok := sh.view(); ok {
+		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
 		i, w := find(slots, h)
 		sl := &slots[i]
 		if w == h && sl.w.CompareAndSwap(h, h|locked) {
@@ -209,6 +217,11 @@ func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) D
 	sh := t.shard(h)
 	busy := false
 	if slots, ok := sh.view(); ok {
+		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
 		i, w := find(slots, h)
 		sl := &slots[i]
 		if w == h && sl.w.CompareAndSwap(h, h|locked) {
@@ -228,6 +241,11 @@ func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, n
 	sh := t.shard(h)
 	busy := false
 	if slots, ok := sh.view(); ok {
+		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
 		i, w := find(slots, h)
 		sl := &slots[i]
 		if w == h && sl.w.CompareAndSwap(h, h|locked) {
@@ -247,6 +265,11 @@ func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h 
 	sh := t.shard(h)
 	busy := false
 	if slots, ok := sh.view(); ok {
+		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
 		i, w := find(slots, h)
 		sl := &slots[i]
 		if w == h && sl.w.CompareAndSwap(h, h|locked) {
@@ -266,6 +289,11 @@ func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now 
 	sh := t.shard(h)
 	busy := false
 	if slots, ok := sh.view(); ok {
+		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
+			d := t.rule.decide(&sl.s, now, cost)
+			release(sl, h)
+			return d
+		}
 		i, w := find(slots, h)
 		sl := &slots[i]
 		if w == h && sl.w.CompareAndSwap(h, h|locked) {
