@@ -31,9 +31,18 @@
 // request, or bytes, or tokens); a cost that can never fit (above Burst or
 // Limit) is an error wrapping ErrCostTooLarge, never an endless wait.
 //
+// # Concurrency
+//
+// Keyed and Limiter are safe for concurrent use; the rules are immutable
+// values. A Keyed decision on a stored key locks only that key's slot (a CAS
+// on the slot's hash word, undone by a plain store), so decisions on
+// different keys write no shared memory; a key decided on several cores at
+// once is switched to its shard's mutex, which lets one core run a burst of
+// decisions instead of passing the slot's cache line back and forth.
+//
 // # Memory
 //
-// Keyed stores no key strings: a seeded 64-bit hash and the state, inline in
+// Keyed stores no key strings: a seeded 62-bit hash and the state, inline in
 // an open-addressing table, 27–41 bytes per live key at a million keys
 // (SlidingLog adds 8 bytes per logged unit). Keys whose state equals a new
 // key's are forgotten, and Config.MaxKeys caps the rest; see Keyed.

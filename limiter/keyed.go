@@ -14,13 +14,13 @@ import (
 // table take the shard's mutex (see table.go). Create one with NewKeyed; the
 // zero Keyed is not usable.
 //
-// A key is never stored: each key is reduced to a 63-bit hash (hash/maphash,
-// with a seed private to this Keyed; bit 0 is the slot lock) and only that
-// hash and the algorithm's state are kept, inline in an open-addressing
-// table — no key strings, no per-key allocation (except SlidingLog's log
-// growing), no allocation per decision for a known key. Two keys whose
-// hashes collide would share one limit; among a million live keys that
-// happens with probability about 5e-8.
+// A key is never stored: each key is reduced to a 62-bit hash (hash/maphash,
+// with a seed private to this Keyed; the word's two low bits are the slot's
+// lock and contended mark) and only that hash and the algorithm's state are
+// kept, inline in an open-addressing table — no key strings, no per-key
+// allocation (except SlidingLog's log growing), no allocation per decision
+// for a known key. Two keys whose hashes collide would share one limit;
+// among a million live keys that happens with probability about 1e-7.
 //
 // Memory follows active keys: a key whose state is indistinguishable from a
 // new key's (full bucket, empty windows) is forgotten by Sweep, and also,
@@ -192,7 +192,7 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
 	busy := false
-	if slots, ok := sh.view(); ok {
+	if slots, ok := sh.view(h); ok {
 		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
@@ -216,7 +216,7 @@ func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, n
 func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
 	busy := false
-	if slots, ok := sh.view(); ok {
+	if slots, ok := sh.view(h); ok {
 		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
@@ -240,7 +240,7 @@ func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) D
 func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
 	busy := false
-	if slots, ok := sh.view(); ok {
+	if slots, ok := sh.view(h); ok {
 		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
@@ -264,7 +264,7 @@ func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, n
 func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
 	busy := false
-	if slots, ok := sh.view(); ok {
+	if slots, ok := sh.view(h); ok {
 		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)
@@ -288,7 +288,7 @@ func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h 
 func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
 	busy := false
-	if slots, ok := sh.view(); ok {
+	if slots, ok := sh.view(h); ok {
 		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
 			d := t.rule.decide(&sl.s, now, cost)
 			release(sl, h)

@@ -39,7 +39,10 @@ import (
 // waits for the holder, then unlocks the slot as h|contended. From then on
 // every decision on that key takes the mutex instead of the slot lock (the
 // lock-free path only locks a word that is exactly the key's hash). The mark
-// stays until the key is forgotten.
+// stays until the key is forgotten. The shard also remembers the hash of
+// the key it marked last (hot), whose decisions then go to the mutex without
+// reading the slot first: a read of the line the mutex's holder is writing
+// would move it to the reader's core and back on every decision.
 //
 // Only a slot lock's holder writes the slot's word, so unlocking is a plain
 // release store of the word it locked (storeRelease: one locked instruction
@@ -72,16 +75,26 @@ type slot[S any] struct {
 	s S // guarded by the slot lock, or by the shard mutex once contended
 }
 
-// shard is one mutex's worth of keys. The fields after tab are guarded by mu.
+// shard is one mutex's worth of keys.
 type shard[S any, R rule[S]] struct {
-	mu sync.Mutex
-	// The table for lock-free lookups, on this (read-mostly) line: its first
-	// slot and length, published by resize under mu between two increments
-	// of ver (odd meanwhile), so a reader that sees the same even ver before
-	// and after reading both has a consistent pair (see view).
+	// Read by every lock-free decision and written only by resize and when
+	// a key turns hot, so on a cache line of their own (the mutex's line is
+	// written on every decision taken under it):
+	//
+	// The table for lock-free lookups: its first slot and length, published
+	// by resize under mu between two increments of ver (odd meanwhile), so
+	// a reader that sees the same even ver before and after reading both
+	// has a consistent pair (see view).
 	ver  atomic.Uint64
 	base atomic.Pointer[slot[S]]
 	size atomic.Int64
+	// hot is the hash of the key this shard last marked contended: its
+	// decisions take mu without first reading the key's slot, whose line
+	// the mutex's holder is writing.
+	hot atomic.Uint64
+	_   [32]byte
+
+	mu sync.Mutex
 	// The fields below are guarded by mu.
 	slots []slot[S] // the same table
 	n     int       // occupied slots
@@ -91,7 +104,7 @@ type shard[S any, R rule[S]] struct {
 	// atCap counts inserts that found the shard full; a full sweep runs at
 	// most once per cap/8 of them (nextSweep), so it stays O(1) amortized.
 	atCap, nextSweep uint64
-	_                [16]byte // 128 bytes: neighbouring shards stay off this cache line
+	_                [40]byte // 192 bytes: neighbouring shards stay off these cache lines
 }
 
 // keyHash maps maphash's value to a stored key hash: its low two bits clear
@@ -132,12 +145,15 @@ func find[S any](slots []slot[S], h uint64) (int, uint64) {
 	}
 }
 
-// view returns the shard's table for a lock-free lookup and whether it is
-// consistent (no resize was publishing it meanwhile). It reads only this
-// shard's first cache line, which decisions never write: a table header
-// behind a pointer would add a dependent load ahead of the slot's CAS,
-// ~8 ns per decision here.
-func (sh *shard[S, R]) view() ([]slot[S], bool) {
+// view returns the shard's table for a lock-free lookup of h, or false if
+// h is the shard's hot key or a resize was publishing the table meanwhile.
+// It reads only this shard's first cache line, which decisions never write:
+// a table header behind a pointer would add a dependent load ahead of the
+// slot's CAS, ~8 ns per decision here.
+func (sh *shard[S, R]) view(h uint64) ([]slot[S], bool) {
+	if sh.hot.Load() == h {
+		return nil, false
+	}
 	v := sh.ver.Load()
 	p, n := sh.base.Load(), sh.size.Load()
 	if v&1 != 0 || sh.ver.Load() != v {
@@ -202,6 +218,7 @@ func (sh *shard[S, R]) acquireSlow(r R, h uint64, now int64, busy, insert bool) 
 	if busy && w&contended == 0 && w&locked != 0 {
 		lockSlot(sl)
 		release(sl, h|contended)
+		sh.hot.Store(h)
 		w |= contended
 	}
 	if w&contended != 0 {

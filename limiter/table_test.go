@@ -113,7 +113,7 @@ func markContended[S any, R rule[S]](t *keyedTable[S, R], h uint64) {
 	defer sh.mu.Unlock()
 	slots := sh.slots
 	if i, w := find(slots, h); w != 0 {
-		lockSlot(&slots[i])
+		w = lockSlot(&slots[i]) // w may have been locked: take the word unlocked
 		release(&slots[i], w|contended)
 	}
 }
