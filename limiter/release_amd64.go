@@ -1,4 +1,4 @@
-//go:build amd64 && !race
+//go:build gc && amd64 && !race && !purego
 
 package limiter
 
@@ -11,7 +11,7 @@ import "sync/atomic"
 // buffer and costs a decision ~20 cycles more. It must be the only write
 // to *addr while it runs (the slot lock's holder unlocking). Race-detector
 // builds use sync/atomic instead (release_other.go), so the detector sees
-// the unlock as the synchronisation it is.
+// the unlock as the synchronisation it is; so do gccgo and the purego tag.
 //
 //go:noescape
 func storeRelease(addr *atomic.Uint64, v uint64)
