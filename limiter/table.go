@@ -81,10 +81,10 @@ type shard[S any, R rule[S]] struct {
 	// a key turns hot, so on a cache line of their own (the mutex's line is
 	// written on every decision taken under it):
 	//
-	// The table for lock-free lookups: its first slot and length, published
-	// by resize under mu between two increments of ver (odd meanwhile), so
-	// a reader that sees the same even ver before and after reading both
-	// has a consistent pair (see view).
+	// The table: its first slot and length, published by resize under mu
+	// between two increments of ver (odd meanwhile), so a lock-free reader
+	// that sees the same even ver before and after reading both has a
+	// consistent pair (see view); under mu, see table.
 	ver  atomic.Uint64
 	base atomic.Pointer[slot[S]]
 	size atomic.Int64
@@ -96,15 +96,14 @@ type shard[S any, R rule[S]] struct {
 
 	mu sync.Mutex
 	// The fields below are guarded by mu.
-	slots []slot[S] // the same table
-	n     int       // occupied slots
-	cap   int       // most keys this shard may hold
+	n   int // occupied slots
+	cap int // most keys this shard may hold
 	// Counters, read by Stats.
 	capHits, evictions, forgotten uint64
 	// atCap counts inserts that found the shard full; a full sweep runs at
 	// most once per cap/8 of them (nextSweep), so it stays O(1) amortized.
 	atCap, nextSweep uint64
-	_                [40]byte // 192 bytes: neighbouring shards stay off these cache lines
+	_                [64]byte // 192 bytes: neighbouring shards stay off these cache lines
 }
 
 // keyHash maps maphash's value to a stored key hash: its low two bits clear
@@ -162,6 +161,12 @@ func (sh *shard[S, R]) view(h uint64) ([]slot[S], bool) {
 	return unsafe.Slice(p, n), true
 }
 
+// table returns the shard's table for a structural change; it requires
+// that sh.mu is held (only resize, under sh.mu, replaces it).
+func (sh *shard[S, R]) table() []slot[S] {
+	return unsafe.Slice(sh.base.Load(), sh.size.Load())
+}
+
 // backoff waits before retrying a slot lock: a short spin, then yielding,
 // because the holder may have been preempted between lock and unlock.
 func backoff(spins int) {
@@ -199,7 +204,7 @@ func release[S any](sl *slot[S], w uint64) { storeRelease(&sl.w, w) }
 // meanwhile except those it makes itself.
 func (sh *shard[S, R]) acquireSlow(r R, h uint64, now int64, busy, insert bool) (sl *slot[S], underMu bool) {
 	sh.mu.Lock()
-	slots := sh.slots
+	slots := sh.table()
 	i, w := find(slots, h)
 	if w == 0 {
 		if insert {
@@ -242,11 +247,11 @@ func (sh *shard[S, R]) finish(sl *slot[S], h uint64, underMu bool) {
 // first: at the cap by dropping the sampled state that becomes fresh
 // soonest, else by growing. insert requires that sh.mu is held.
 func (sh *shard[S, R]) insert(r R, h uint64, now int64) *slot[S] {
-	grow := sh.n < sh.cap && (sh.n+1)*maxLoadDen > len(sh.slots)*maxLoadNum
+	grow := sh.n < sh.cap && (sh.n+1)*maxLoadDen > len(sh.table())*maxLoadNum
 	if grow || sh.n >= sh.cap {
 		sh.makeSpace(r, h, now, grow)
 	}
-	slots := sh.slots
+	slots := sh.table()
 	i, _ := find(slots, h)
 	sl := &slots[i]
 	// The slot is empty: no lookup touches its state, so it is set before
@@ -265,7 +270,7 @@ func (sh *shard[S, R]) makeSpace(r R, h uint64, now int64, grow bool) {
 		// an eighth, so each full scan is paid for by growth or by the
 		// inserts that refill what it freed (O(1) amortized per insert).
 		if freed := sh.sweep(r, now, false); freed*8 < sh.n+freed {
-			n := len(sh.slots)
+			n := len(sh.table())
 			sh.resize(min(n+n/2, sh.cap*maxLoadDen/maxLoadNum+2))
 		}
 	}
@@ -288,7 +293,7 @@ func (sh *shard[S, R]) makeSpace(r R, h uint64, now int64, grow bool) {
 // still had. makeRoom requires that sh.mu is held.
 func (sh *shard[S, R]) makeRoom(r R, h uint64, now int64) {
 	sh.capHits++
-	slots := sh.slots
+	slots := sh.table()
 	n := len(slots)
 	i := home(bits.RotateLeft64(h, 32), n)
 	victim, best := -1, int64(0)
@@ -320,7 +325,7 @@ func (sh *shard[S, R]) makeRoom(r R, h uint64, now int64) {
 // set, shrinks a sparse table. sweep requires that sh.mu is held.
 func (sh *shard[S, R]) sweep(r R, now int64, shrink bool) int {
 	dropped := 0
-	slots := sh.slots
+	slots := sh.table()
 	for i := 0; i < len(slots); {
 		sl := &slots[i]
 		w := lockSlot(sl)
@@ -380,8 +385,9 @@ func (sh *shard[S, R]) delete(slots []slot[S], i int) {
 // its CAS and retries under sh.mu. resize requires that sh.mu is held.
 func (sh *shard[S, R]) resize(n int) {
 	ns := make([]slot[S], n)
-	for i := range sh.slots {
-		sl := &sh.slots[i]
+	old := sh.table()
+	for i := range old {
+		sl := &old[i]
 		if w := lockSlot(sl); w != 0 {
 			j, _ := find(ns, w&^flags)
 			ns[j].s = sl.s // ns is not yet shared
@@ -389,7 +395,6 @@ func (sh *shard[S, R]) resize(n int) {
 		}
 	}
 	sh.ver.Add(1)
-	sh.slots = ns
 	sh.base.Store(&ns[0])
 	sh.size.Store(int64(len(ns)))
 	sh.ver.Add(1)

@@ -111,7 +111,7 @@ func markContended[S any, R rule[S]](t *keyedTable[S, R], h uint64) {
 	sh := t.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	slots := sh.slots
+	slots := sh.table()
 	if i, w := find(slots, h); w != 0 {
 		w = lockSlot(&slots[i]) // w may have been locked: take the word unlocked
 		release(&slots[i], w|contended)
@@ -201,7 +201,7 @@ func slotWord[S any, R rule[S]](t *keyedTable[S, R], h uint64) uint64 {
 	sh := t.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	slots := sh.slots
+	slots := sh.table()
 	_, w := find(slots, h)
 	return w
 }
