@@ -182,32 +182,13 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 }
 
 // The decide functions are written out once per rule, so that the rule's
-// decide is a direct call the compiler can inline. Each locks only the key's
-// slot, first with a CAS on the key's home slot, where most keys are: a load
-// before the CAS would, for a line the other core last wrote, fetch it
-// shared and then again exclusive. A key elsewhere in its probe run is found
-// by find; a locked or contended slot, a new key or a shard whose table is
-// changing goes to shard.acquireSlow (see table.go).
+// decide is a direct call the compiler can inline (through the generic
+// shard it would be an indirect call). shard.lock and shard.finish do the
+// locking.
 
 func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	busy := false
-	if slots, ok := sh.view(h); ok {
-		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		i, w := find(slots, h)
-		sl := &slots[i]
-		if w == h && sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		busy = w&flags == locked // locked and not yet marked
-	}
-	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	sl, underMu := sh.lock(t.rule, h, now)
 	d := t.rule.decide(&sl.s, now, cost)
 	sh.finish(sl, h, underMu)
 	return d
@@ -215,23 +196,7 @@ func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, n
 
 func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	busy := false
-	if slots, ok := sh.view(h); ok {
-		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		i, w := find(slots, h)
-		sl := &slots[i]
-		if w == h && sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		busy = w&flags == locked // locked and not yet marked
-	}
-	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	sl, underMu := sh.lock(t.rule, h, now)
 	d := t.rule.decide(&sl.s, now, cost)
 	sh.finish(sl, h, underMu)
 	return d
@@ -239,23 +204,7 @@ func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) D
 
 func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	busy := false
-	if slots, ok := sh.view(h); ok {
-		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		i, w := find(slots, h)
-		sl := &slots[i]
-		if w == h && sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		busy = w&flags == locked // locked and not yet marked
-	}
-	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	sl, underMu := sh.lock(t.rule, h, now)
 	d := t.rule.decide(&sl.s, now, cost)
 	sh.finish(sl, h, underMu)
 	return d
@@ -263,23 +212,7 @@ func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, n
 
 func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	busy := false
-	if slots, ok := sh.view(h); ok {
-		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		i, w := find(slots, h)
-		sl := &slots[i]
-		if w == h && sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		busy = w&flags == locked // locked and not yet marked
-	}
-	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	sl, underMu := sh.lock(t.rule, h, now)
 	d := t.rule.decide(&sl.s, now, cost)
 	sh.finish(sl, h, underMu)
 	return d
@@ -287,23 +220,7 @@ func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h 
 
 func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	busy := false
-	if slots, ok := sh.view(h); ok {
-		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		i, w := find(slots, h)
-		sl := &slots[i]
-		if w == h && sl.w.CompareAndSwap(h, h|locked) {
-			d := t.rule.decide(&sl.s, now, cost)
-			release(sl, h)
-			return d
-		}
-		busy = w&flags == locked // locked and not yet marked
-	}
-	sl, underMu := sh.acquireSlow(t.rule, h, now, busy, true)
+	sl, underMu := sh.lock(t.rule, h, now)
 	d := t.rule.decide(&sl.s, now, cost)
 	sh.finish(sl, h, underMu)
 	return d

@@ -195,6 +195,28 @@ func lockSlot[S any](sl *slot[S]) uint64 {
 // locked instruction per decision (the CAS), not two (see storeRelease).
 func release[S any](sl *slot[S], w uint64) { storeRelease(&sl.w, w) }
 
+// lock returns h's slot ready for a decision, inserting h with a fresh
+// state if it is not stored; the caller decides and then calls finish with
+// underMu. It first CASes the key's home slot, where most keys are, with no
+// load before it (a load and then a CAS on a line the other core last wrote
+// fetch it twice, shared and then exclusive), then the rest of the probe
+// run; a locked or contended slot, a new key or a shard whose table is
+// changing goes to acquireSlow.
+func (sh *shard[S, R]) lock(r R, h uint64, now int64) (sl *slot[S], underMu bool) {
+	busy := false
+	if slots, ok := sh.view(h); ok {
+		if sl := &slots[home(h, len(slots))]; sl.w.CompareAndSwap(h, h|locked) {
+			return sl, false
+		}
+		i, w := find(slots, h)
+		if sl := &slots[i]; w == h && sl.w.CompareAndSwap(h, h|locked) {
+			return sl, false
+		}
+		busy = w&flags == locked // locked and not yet marked
+	}
+	return sh.acquireSlow(r, h, now, busy, true)
+}
+
 // acquireSlow returns h's slot ready for a decision, inserting h with a fresh
 // state if insert is set and h is not stored (else it returns nil). If
 // underMu, the decision runs under sh.mu, which the caller unlocks after it
@@ -234,7 +256,7 @@ func (sh *shard[S, R]) acquireSlow(r R, h uint64, now int64, busy, insert bool) 
 	return sl, false
 }
 
-// finish ends a decision on h's slot sl begun by acquireSlow.
+// finish ends a decision on h's slot sl begun by lock or acquireSlow.
 func (sh *shard[S, R]) finish(sl *slot[S], h uint64, underMu bool) {
 	if underMu {
 		sh.mu.Unlock()
