@@ -144,3 +144,59 @@ func TestCostErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestKeyedMatchesRule replays a random trace through Keyed and through each
+// key's pure rule: every Decision must be equal, on hot keys (partly spent,
+// often rejected), cold keys (back when fresh, or forgotten and re-created),
+// costs up to the capacity and instants out of order. Keyed decides through
+// its own paths (the slot table, the token bucket's inlined admitFull); the
+// pure rule is the reference.
+func TestKeyedMatchesRule(t *testing.T) {
+	for _, cfg := range []Config{
+		{Mode: TokenBucketMode, Rate: 3.3, Burst: 7},
+		{Mode: GCRAMode, Rate: 3.3, Burst: 7},
+		{Mode: FixedWindowMode, Limit: 7, Window: time.Second},
+		{Mode: SlidingCounterMode, Limit: 7, Window: time.Second},
+		{Mode: SlidingLogMode, Limit: 7, Window: time.Second},
+	} {
+		t.Run(string(cfg.Mode), func(t *testing.T) {
+			k, err := NewKeyed(cfg)
+			must(t, err)
+			rules := map[string]stepper{}
+			x := xorshift(99)
+			now := t0.UnixNano()
+			allowed, rejected := 0, 0
+			for i := range 100_000 {
+				now += int64(x.next() % uint64(30*time.Millisecond))
+				at := now
+				if x.intn(30) == 0 { // a request stamped a little earlier
+					at -= int64(x.next() % uint64(time.Second))
+				}
+				key := "k" + itoa(x.intn(40)/(1+x.intn(4))) // skewed: k0 is hot
+				cost := 1 + x.intn(2)
+				if x.intn(50) == 0 {
+					cost = capacityOf(cfg)
+				}
+				r := rules[key]
+				if r == nil {
+					r = newStepper(t, cfg)
+					rules[key] = r
+				}
+				want := r.step(at, cost)
+				got, err := k.AllowAt(key, time.Unix(0, at), cost)
+				must(t, err)
+				if got != want {
+					t.Fatalf("event %d key %s cost %d at +%s: Keyed %+v, rule %+v", i, key, cost, time.Duration(at-t0.UnixNano()), got, want)
+				}
+				if got.Allowed {
+					allowed++
+				} else {
+					rejected++
+				}
+			}
+			if allowed < 10_000 || rejected < 10_000 {
+				t.Fatalf("%d allowed, %d rejected: the trace should exercise both", allowed, rejected)
+			}
+		})
+	}
+}

@@ -137,7 +137,27 @@ func (r TokenBucket) admits(after float64) bool {
 	return after >= 0 || (-after/r.rate)*float64(time.Second) < 1
 }
 
+// admitFull is decide for the common case, a key back after its bucket
+// refilled from at least Burst−1 tokens (advance's first shortcut, see
+// fullAfter), small enough to be inlined into the keyed table's decision,
+// which calls decideGeneral only when ok is false (s is then untouched).
+func (r TokenBucket) admitFull(s *TokenBucketState, now int64, cost int) (d Decision, ok bool) {
+	if now-s.Last >= r.fullNear && s.Tokens >= float64(r.burst-1) {
+		s.Tokens, s.Last = float64(r.burst-cost), now
+		return Decision{Allowed: true, Remaining: r.burst - cost}, true
+	}
+	return d, false
+}
+
 func (r TokenBucket) decide(s *TokenBucketState, now int64, cost int) Decision {
+	if d, ok := r.admitFull(s, now, cost); ok {
+		return d
+	}
+	return r.decideGeneral(s, now, cost)
+}
+
+// decideGeneral is decide without the admitFull shortcut.
+func (r TokenBucket) decideGeneral(s *TokenBucketState, now int64, cost int) Decision {
 	tokens := r.advance(s, now)
 	after := tokens - float64(cost)
 	if r.admits(after) {
