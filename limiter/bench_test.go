@@ -131,17 +131,17 @@ func benchImpls() []benchImpl {
 
 // keyGen writes "tenant-<8 hex digits of i>" into one of two buffers in
 // turn. Building a key costs every subject the same and little: the prefix
-// is written once and the digits with one 8-byte store (strconv.AppendInt
-// cost ~10 ns per op, a third of a keyed decision, in every figure alike).
+// is written once and the digits with one 8-byte store (with
+// strconv.AppendInt the loop's own cost was ~17 ns per op, now ~11).
 // The loops build the next request's key before deciding on the current
 // one, so the key a subject hashes was written one decision earlier: hot in
 // cache, as a key parsed from a request a moment before would be. A key
 // written by the instructions just before the hash stalls store-to-load
-// forwarding (the hash's wide loads overlap narrow stores still in flight),
-// which costs a subject that hashes before its first atomic instruction
-// ~10–15 ns per op and one that hashes after it (the RWMutex map) nothing:
-// a cost of the harness, not of either. The strings alias the buffers, so
-// subjects that keep keys clone them on insert (before timing starts).
+// forwarding (the hash's wide loads overlap narrow stores still in flight):
+// ~8 ns per hash here, paid by every subject (the map ~16 ns per decision,
+// as it also compares the key), a cost of the harness and not of any
+// limiter. The strings alias the buffers, so subjects that keep keys clone
+// them on insert (before timing starts).
 type keyGen struct {
 	buf [2][16]byte
 	n   int
