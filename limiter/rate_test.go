@@ -12,49 +12,6 @@ import (
 // Differential tests: the token bucket decides exactly as x/time/rate's
 // Limiter.AllowN at the same instants, on every trace whose instants never
 // go backwards. Where they do, the two differ on purpose: see
-// TestAdmitFullMatchesDecide holds the shortcut the keyed table inlines,
-// TokenBucket.admitFull, to the general decision: wherever it applies it
-// must return what decideGeneral returns and leave the same state, and
-// where it does not it must leave the state untouched. The instants are
-// those where its conditions turn: around the refill reaching Burst from
-// Burst−1 tokens (fullNear) and from −1 (fullAny), with the tokens on
-// either side of Burst−1.
-func TestAdmitFullMatchesDecide(t *testing.T) {
-	x := xorshift(5)
-	applied, declined := 0, 0
-	for i := range 2000 {
-		r0 := []float64{2, 0.37, 3.3, 1000, 1e-3 * float64(1+x.intn(100000))}[i%5]
-		burst := []int{1, 2, 7, 20, 1 + x.intn(1000)}[x.intn(5)]
-		r, err := NewTokenBucket(r0, burst)
-		must(t, err)
-		b := float64(burst)
-		for _, gap := range []int64{r.fullNear, r.fullAny, int64(x.next() >> 30)} {
-			for _, tokens := range []float64{-1, 0, b - 1, math.Nextafter(b-1, -2), math.Nextafter(b-1, b), b - 0.5, b} {
-				for dd := int64(-2); dd <= 2; dd++ {
-					s := TokenBucketState{Tokens: tokens, Last: 1e12}
-					now, cost := s.Last+gap+dd, 1+x.intn(burst)
-					fast, general := s, s
-					d, ok := r.admitFull(&fast, now, cost)
-					if !ok {
-						declined++
-						if fast != s {
-							t.Fatalf("%v %+v at +%d: admitFull declined but changed the state to %+v", r, s, now-s.Last, fast)
-						}
-						continue
-					}
-					applied++
-					if want := r.decideGeneral(&general, now, cost); d != want || fast != general {
-						t.Fatalf("%v %+v at +%d cost %d: admitFull %+v → %+v, decideGeneral %+v → %+v", r, s, now-s.Last, cost, d, fast, want, general)
-					}
-				}
-			}
-		}
-	}
-	if applied == 0 || declined == 0 {
-		t.Fatalf("admitFull applied %d times and declined %d: the cases should include both", applied, declined)
-	}
-}
-
 // TestTokenBucketOutOfOrderDoesNotRegrant.
 
 func TestTokenBucketMatchesXTimeRate(t *testing.T) {
@@ -164,6 +121,49 @@ func TestAdvanceShortcutExact(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAdmitFullMatchesDecide holds the shortcut the keyed table inlines,
+// TokenBucket.admitFull, to the general decision: wherever it applies it
+// must return what decideGeneral returns and leave the same state, and
+// where it does not it must leave the state untouched. The instants are
+// those where its conditions turn: around the refill reaching Burst from
+// Burst−1 tokens (fullNear) and from −1 (fullAny), with the tokens on
+// either side of Burst−1.
+func TestAdmitFullMatchesDecide(t *testing.T) {
+	x := xorshift(5)
+	applied, declined := 0, 0
+	for i := range 2000 {
+		r0 := []float64{2, 0.37, 3.3, 1000, 1e-3 * float64(1+x.intn(100000))}[i%5]
+		burst := []int{1, 2, 7, 20, 1 + x.intn(1000)}[x.intn(5)]
+		r, err := NewTokenBucket(r0, burst)
+		must(t, err)
+		b := float64(burst)
+		for _, gap := range []int64{r.fullNear, r.fullAny, int64(x.next() >> 30)} {
+			for _, tokens := range []float64{-1, 0, b - 1, math.Nextafter(b-1, -2), math.Nextafter(b-1, b), b - 0.5, b} {
+				for dd := int64(-2); dd <= 2; dd++ {
+					s := TokenBucketState{Tokens: tokens, Last: 1e12}
+					now, cost := s.Last+gap+dd, 1+x.intn(burst)
+					fast, general := s, s
+					d, ok := r.admitFull(&fast, now, cost)
+					if !ok {
+						declined++
+						if fast != s {
+							t.Fatalf("%v %+v at +%d: admitFull declined but changed the state to %+v", r, s, now-s.Last, fast)
+						}
+						continue
+					}
+					applied++
+					if want := r.decideGeneral(&general, now, cost); d != want || fast != general {
+						t.Fatalf("%v %+v at +%d cost %d: admitFull %+v → %+v, decideGeneral %+v → %+v", r, s, now-s.Last, cost, d, fast, want, general)
+					}
+				}
+			}
+		}
+	}
+	if applied == 0 || declined == 0 {
+		t.Fatalf("admitFull applied %d times and declined %d: the cases should include both", applied, declined)
 	}
 }
 

@@ -147,8 +147,8 @@ func TestCostErrors(t *testing.T) {
 
 // TestKeyedMatchesRule replays a random trace through Keyed and through each
 // key's pure rule: every Decision must be equal, on hot keys (partly spent,
-// often rejected), cold keys (back when fresh, or forgotten and re-created),
-// costs up to the capacity and instants out of order. Keyed decides through
+// often rejected), cold keys (back when fresh), costs up to the capacity and
+// instants out of order. Keyed decides through
 // its own paths (the slot table, the token bucket's inlined admitFull); the
 // pure rule is the reference.
 func TestKeyedMatchesRule(t *testing.T) {

@@ -202,8 +202,8 @@ func release[S any](sl *slot[S], w uint64) { storeRelease(&sl.w, w) }
 // and a CAS there first fails for them at the price of a successful one
 // (~8 ns here; at 1 000 000 keys, where the home slot's line is also a
 // cache miss, token-bucket decisions took a median ~150 ns with that CAS
-// first and ~110 without, in alternating runs). A locked or contended slot, a new key or a shard whose
-// table is changing goes to acquireSlow.
+// first and ~110 without, in alternating runs). A locked or contended
+// slot, a new key or a shard whose table is changing goes to acquireSlow.
 func (sh *shard[S, R]) lock(r R, h uint64, now int64) (sl *slot[S], underMu bool) {
 	busy := false
 	if slots, ok := sh.view(h); ok {
