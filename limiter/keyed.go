@@ -27,6 +27,13 @@ import (
 // shard by shard, whenever a shard would otherwise grow its table; so even
 // without Sweep the table grows only for keys that are live at once. (Len
 // counts stored keys, which may include fresh ones not yet swept.)
+// Forgetting takes the instant passed to Sweep (or to the decision that
+// swept) as the present: a request stamped earlier that arrives afterwards
+// finds its key new, where the kept state could still have counted what
+// was spent before that instant. Pass Sweep instants from the same clock as
+// the decisions'; the two then differ by the time between reading the clock
+// and deciding, and so does the effect (at most that span's refill, or a
+// window boundary falling inside it).
 //
 // Config.MaxKeys caps the stored keys. A new key that finds its shard full
 // first makes the shard forget its fresh keys (at most once per cap/8 such
