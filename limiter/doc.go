@@ -36,9 +36,13 @@
 // Keyed and Limiter are safe for concurrent use; the rules are immutable
 // values. A Keyed decision on a stored key locks only that key's slot (a CAS
 // on the slot's hash word, undone by a plain store), so decisions on
-// different keys write no shared memory; a key decided on several cores at
-// once is switched to its shard's mutex, which lets one core run a burst of
-// decisions instead of passing the slot's cache line back and forth.
+// different keys write no shared memory. A decision that finds its key's
+// slot locked by another switches that key to its shard's mutex, which lets
+// one core run a burst of decisions instead of passing the slot's cache line
+// back and forth; the key stays there until it is forgotten, so under heavy
+// parallel load a key that collided once by chance (about 60 in 10 million
+// decisions over 10 000 keys on two cores) keeps taking the mutex path,
+// measured no slower at that size.
 //
 // # Memory
 //
