@@ -216,7 +216,10 @@ func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) D
 func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
 	sl, underMu := sh.lock(t.rule, h, now)
-	d := t.rule.decide(&sl.s, now, cost)
+	d, ok := t.rule.admitNear(&sl.s, now, cost) // decide, split so that its common case is inlined
+	if !ok {
+		d = t.rule.decide(&sl.s, now, cost)
+	}
 	sh.finish(sl, h, underMu)
 	return d
 }

@@ -58,23 +58,12 @@ func (r SlidingCounter) capacity() int                          { return int(r.l
 func (r SlidingCounter) capacityName() string                   { return "limit" }
 
 // roll moves s to the window holding now and returns now clamped to it (a now
-// before the state's window counts as the window's first instant).
+// before the state's window counts as the window's first instant). decide
+// handles the common cases, the state's window and the next, itself.
 func (r SlidingCounter) roll(s *SlidingCounterState, now int64) int64 {
 	if s.Prev == 0 && s.Curr == 0 {
 		s.Start = floorDiv(now, r.window) * r.window
 		return now
-	}
-	// Start is a multiple of Window: a now in the state's window or the
-	// next needs no division (~6 ns, a sixth of a keyed decision).
-	if now >= s.Start {
-		switch d := uint64(now - s.Start); {
-		case d < uint64(r.window):
-			return now
-		case d < 2*uint64(r.window):
-			s.Prev, s.Curr = s.Curr, 0
-			s.Start += r.window
-			return now
-		}
 	}
 	start := floorDiv(now, r.window) * r.window
 	switch {
@@ -100,18 +89,32 @@ func mulDiv(a, b, c uint64) (q uint64, exact bool) {
 // weightedPrev returns ceil(Prev×(Window−e)/Window): the previous window's
 // units still counted at elapsed e.
 func (r SlidingCounter) weightedPrev(prev int64, e int64) int64 {
-	if prev == 0 {
-		return 0
-	}
-	q, exact := mulDiv(uint64(prev), uint64(r.window-e), uint64(r.window))
-	if !exact {
+	// No branches: whether prev is 0 and whether the quotient is exact are
+	// both coin flips for a key seen about once a window, and a
+	// mispredicted branch costs more than the division it would skip.
+	hi, lo := bits.Mul64(uint64(prev), uint64(r.window-e))
+	q, rem := bits.Div64(hi, lo, uint64(r.window))
+	if rem != 0 {
 		q++
 	}
 	return int64(q)
 }
 
 func (r SlidingCounter) decide(s *SlidingCounterState, now int64, cost int) Decision {
-	t := r.roll(s, now)
+	// Start is a multiple of Window: a now in the state's window or the
+	// next needs no division, and written as conditional moves no branch
+	// to mispredict (a key seen about once a window comes back in the next
+	// window about as often as in the same one). roll does the rest.
+	t := now
+	if d := uint64(now - s.Start); s.Prev|s.Curr != 0 && d < 2*uint64(r.window) {
+		start, prev, curr := s.Start, s.Prev, s.Curr
+		if d >= uint64(r.window) {
+			start, prev, curr = start+r.window, curr, 0
+		}
+		s.Start, s.Prev, s.Curr = start, prev, curr
+	} else {
+		t = r.roll(s, now)
+	}
 	e := t - s.Start
 	p, c, n, w := int64(s.Prev), int64(s.Curr), int64(cost), r.window
 	// Admit iff p×(w−e) + (c+n)×w <= limit×w, i.e. p×(w−e) <= (limit−c−n)×w.
