@@ -150,7 +150,9 @@ func newKeyedTable[S any, R rule[S]](r R, maxKeys int) *keyedTable[S, R] {
 	for 1<<(64-t.shift) < n {
 		t.shift--
 	}
+	nearMax := wideTableBytes / (n * int(unsafe.Sizeof(slot[S]{})))
 	for i := range t.shards {
+		t.shards[i].nearMax = nearMax
 		t.shards[i].cap = maxKeys / n
 		if i < maxKeys%n {
 			t.shards[i].cap++

@@ -18,61 +18,73 @@ import (
 // the slot as decisions do). A tracked key must end with exactly its limit
 // admitted and not refunded: a state update lost to a concurrent move, or a
 // state moved while being updated, shows as more or less.
+//
+// Both lock-free lookups are raced: findNear (a table this small uses it)
+// and find (forced with nearMax 0, as in tables too large for cache).
 func TestConcurrentTableChanges(t *testing.T) {
 	for _, mode := range Modes {
-		t.Run(string(mode), func(t *testing.T) {
-			// One shard (MaxKeys < 2048), so every change hits the keys
-			// being decided.
-			cfg := Config{Mode: mode, Rate: 1, Burst: 5, Limit: 5, Window: time.Hour, MaxKeys: 2000}
-			k, err := NewKeyed(cfg)
-			must(t, err)
-			const workers, tracked, churn, rounds = 4, 400, 1000, 3
-			early := t0.Add(-3 * time.Hour)
-			var admitted [tracked]atomic.Int32
-			var wg sync.WaitGroup
-			for w := range workers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var refunded [tracked]bool
-					for r := range rounds {
-						for i := range tracked + churn {
-							j := (i*7 + w*131 + r*17) % (tracked + churn)
-							if j >= tracked {
-								k.AllowAt("churn-"+strconv.Itoa(j+r*churn), early, 1)
-								continue
-							}
-							for range 3 {
-								key := "k" + strconv.Itoa(j)
-								if d, _ := k.AllowAt(key, t0, 1); d.Allowed {
-									admitted[j].Add(1)
-									if !refunded[j] { // once per worker and key
-										refunded[j] = true
-										k.Refund(key, t0, 1)
-										admitted[j].Add(-1)
-									}
-								}
-							}
-							if i%97 == 0 {
-								k.Sweep(t0)
+		for _, near := range []bool{true, false} {
+			t.Run(string(mode)+"/near="+strconv.FormatBool(near), func(t *testing.T) {
+				testConcurrentTableChanges(t, mode, near)
+			})
+		}
+	}
+}
+
+func testConcurrentTableChanges(t *testing.T, mode Mode, near bool) {
+	// One shard (MaxKeys < 2048), so every change hits the keys
+	// being decided.
+	cfg := Config{Mode: mode, Rate: 1, Burst: 5, Limit: 5, Window: time.Hour, MaxKeys: 2000}
+	k, err := NewKeyed(cfg)
+	must(t, err)
+	if !near {
+		k.setNearMax(0)
+	}
+	const workers, tracked, churn, rounds = 4, 400, 1000, 3
+	early := t0.Add(-3 * time.Hour)
+	var admitted [tracked]atomic.Int32
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var refunded [tracked]bool
+			for r := range rounds {
+				for i := range tracked + churn {
+					j := (i*7 + w*131 + r*17) % (tracked + churn)
+					if j >= tracked {
+						k.AllowAt("churn-"+strconv.Itoa(j+r*churn), early, 1)
+						continue
+					}
+					for range 3 {
+						key := "k" + strconv.Itoa(j)
+						if d, _ := k.AllowAt(key, t0, 1); d.Allowed {
+							admitted[j].Add(1)
+							if !refunded[j] { // once per worker and key
+								refunded[j] = true
+								k.Refund(key, t0, 1)
+								admitted[j].Add(-1)
 							}
 						}
 					}
-				}()
-			}
-			wg.Wait()
-			for key := range admitted {
-				if n := admitted[key].Load(); n != 5 {
-					t.Fatalf("key %d admitted %d net of refunds at one instant, want exactly 5", key, n)
+					if i%97 == 0 {
+						k.Sweep(t0)
+					}
 				}
 			}
-			if n := k.Len(); n > cfg.MaxKeys {
-				t.Fatalf("Len %d > MaxKeys %d", n, cfg.MaxKeys)
-			}
-			if st := k.Stats(); st.Forgotten == 0 {
-				t.Fatalf("no key was forgotten (%+v): the test moved no slot", st)
-			}
-		})
+		}()
+	}
+	wg.Wait()
+	for key := range admitted {
+		if n := admitted[key].Load(); n != 5 {
+			t.Fatalf("key %d admitted %d net of refunds at one instant, want exactly 5", key, n)
+		}
+	}
+	if n := k.Len(); n > cfg.MaxKeys {
+		t.Fatalf("Len %d > MaxKeys %d", n, cfg.MaxKeys)
+	}
+	if st := k.Stats(); st.Forgotten == 0 {
+		t.Fatalf("no key was forgotten (%+v): the test moved no slot", st)
 	}
 }
 
@@ -115,6 +127,28 @@ func markContended[S any, R rule[S]](t *keyedTable[S, R], h uint64) {
 	if i, w := find(slots, h); w != 0 {
 		w = lockSlot(&slots[i]) // w may have been locked: take the word unlocked
 		release(&slots[i], w|contended)
+	}
+}
+
+// setNearMax sets every shard's nearMax (n 0: every lookup uses find).
+func setNearMax[S any, R rule[S]](t *keyedTable[S, R], n int) {
+	for i := range t.shards {
+		t.shards[i].nearMax = n
+	}
+}
+
+func (k *Keyed) setNearMax(n int) {
+	switch k.kind {
+	case kindTokenBucket:
+		setNearMax(k.tb, n)
+	case kindGCRA:
+		setNearMax(k.gcra, n)
+	case kindFixedWindow:
+		setNearMax(k.fw, n)
+	case kindSlidingCounter:
+		setNearMax(k.sc, n)
+	default:
+		setNearMax(k.sl, n)
 	}
 }
 
@@ -204,4 +238,40 @@ func slotWord[S any, R rule[S]](t *keyedTable[S, R], h uint64) uint64 {
 	slots := sh.table()
 	_, w := find(slots, h)
 	return w
+}
+
+// TestFindNearMatchesFind: in a table at rest (no delete in progress) the
+// branch-free lookup finds what the probe loop finds, for keys at their
+// home, past it, past the end of the table (the run wraps) and absent, with
+// slots locked or marked, at loads up to 90 %.
+func TestFindNearMatchesFind(t *testing.T) {
+	x := xorshift(3)
+	for _, n := range []int{8, 9, 13, 64, 301} {
+		for _, load := range []int{30, 64, 80, 90} {
+			slots := make([]slot[TokenBucketState], n)
+			var stored []uint64
+			for len(stored)*100 < n*load && len(stored) < n-1 { // find needs an empty slot
+				h := keyHash(x.next())
+				i, w := find(slots, h)
+				if w != 0 {
+					continue
+				}
+				slots[i].w.Store(h | x.next()%4) // unlocked, locked, contended or both
+				stored = append(stored, h)
+			}
+			for _, h := range append(stored, keyHash(x.next()), keyHash(x.next())) {
+				i, w := find(slots, h)
+				j, v := findNear(slots, h)
+				if w == 0 {
+					i = -1 // absent: find returns the empty slot where h would go
+				}
+				if v == 0 {
+					j = -1
+				}
+				if i != j || w != v {
+					t.Fatalf("len %d load %d%% hash %#x: findNear %d %#x, find %d %#x", n, load, h, j, v, i, w)
+				}
+			}
+		}
+	}
 }
