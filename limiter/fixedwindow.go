@@ -17,7 +17,11 @@ type FixedWindow struct {
 }
 
 // FixedWindowState is one key's count of units admitted in the window
-// starting at Start (nanoseconds). The zero value is fresh.
+// starting at Start (nanoseconds). The zero value is fresh. In every state
+// the rule returns with a non-zero Count, Start is a multiple of Window, and
+// Decide relies on it: a state built by hand with another Start is decided
+// as if its windows began there, until a request two or more windows later
+// realigns it.
 type FixedWindowState struct {
 	Start int64
 	Count int64

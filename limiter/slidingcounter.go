@@ -24,7 +24,10 @@ type SlidingCounter struct {
 
 // SlidingCounterState is one key's counts: Curr units admitted in the window
 // starting at Start (nanoseconds) and Prev in the window before it. The zero
-// value is fresh.
+// value is fresh. In every state the rule returns with a non-zero count,
+// Start is a multiple of Window, and Decide relies on it: a state built by
+// hand with another Start is decided as if its windows began there, until
+// a request two or more windows later realigns it.
 type SlidingCounterState struct {
 	Start      int64
 	Prev, Curr int32

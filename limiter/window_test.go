@@ -140,3 +140,30 @@ func TestSlidingCounterMatchesDefinition(t *testing.T) {
 		}
 	})
 }
+
+// TestUnalignedStart: a hand-built state whose Start is not a multiple of
+// Window keeps its windows until a request two or more windows later
+// realigns it, as the state types' docs say.
+func TestUnalignedStart(t *testing.T) {
+	fw, err := NewFixedWindow(10, 10)
+	must(t, err)
+	s := FixedWindowState{Start: 5, Count: 3}
+	for _, c := range []struct{ now, start, count int64 }{{12, 5, 4}, {16, 15, 1}, {24, 15, 2}, {47, 40, 1}} {
+		fw.decide(&s, c.now, 1)
+		if s.Start != c.start || s.Count != c.count {
+			t.Fatalf("fixed window at %d: %+v, want Start %d Count %d", c.now, s, c.start, c.count)
+		}
+	}
+	sc, err := NewSlidingCounter(10, 10)
+	must(t, err)
+	u := SlidingCounterState{Start: 5, Prev: 0, Curr: 3}
+	for _, c := range []struct {
+		now, start int64
+		prev, curr int32
+	}{{12, 5, 0, 4}, {16, 15, 4, 1}, {47, 40, 0, 1}} {
+		sc.decide(&u, c.now, 1)
+		if u.Start != c.start || u.Prev != c.prev || u.Curr != c.curr {
+			t.Fatalf("sliding counter at %d: %+v, want Start %d Prev %d Curr %d", c.now, u, c.start, c.prev, c.curr)
+		}
+	}
+}
