@@ -54,8 +54,8 @@ func (r FixedWindow) capacityName() string                { return "limit" }
 
 // admitNear is decide for the common case, a request admitted in the
 // state's window or the next, small enough to be inlined into the keyed
-// table's decision, which calls decide only when ok is false (s is then
-// untouched). Start is a multiple of Window, so the next window needs no
+// table's decision, which calls decideGeneral only when ok is false (s is
+// then untouched). Start is a multiple of Window, so the next window needs no
 // division, and written as conditional moves no branch to mispredict: a key
 // seen about once a window comes back in the next window about as often as
 // in the same one.
@@ -77,6 +77,11 @@ func (r FixedWindow) decide(s *FixedWindowState, now int64, cost int) Decision {
 	if d, ok := r.admitNear(s, now, cost); ok {
 		return d
 	}
+	return r.decideGeneral(s, now, cost)
+}
+
+// decideGeneral is decide without the admitNear shortcut.
+func (r FixedWindow) decideGeneral(s *FixedWindowState, now int64, cost int) Decision {
 	// A now inside the state's window (a key over its limit) needs no
 	// division either.
 	if e := uint64(now - s.Start); s.Count == 0 || e >= uint64(r.window) {

@@ -192,8 +192,9 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 
 // The decide functions are written out once per rule, so that the rule's
 // decide is a direct call the compiler can inline (through the generic
-// shard it would be an indirect call): GCRA's decide and the token
-// bucket's common case (admitFull) are inlined. shard.lock and shard.finish
+// shard it would be an indirect call): GCRA's decide and the common cases
+// of the token bucket (admitFull) and the fixed window (admitNear) are
+// inlined. shard.lock and shard.finish
 // do the locking.
 
 func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, now int64, cost int) Decision {
@@ -220,7 +221,7 @@ func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, n
 	sl, underMu := sh.lock(t.rule, h, now)
 	d, ok := t.rule.admitNear(&sl.s, now, cost) // decide, split so that its common case is inlined
 	if !ok {
-		d = t.rule.decide(&sl.s, now, cost)
+		d = t.rule.decideGeneral(&sl.s, now, cost)
 	}
 	sh.finish(sl, h, underMu)
 	return d

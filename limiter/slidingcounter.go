@@ -95,9 +95,8 @@ func (r SlidingCounter) weightedPrev(prev int64, e int64) int64 {
 	// No branches: whether prev is 0 and whether the quotient is exact are
 	// both coin flips for a key seen about once a window, and a
 	// mispredicted branch costs more than the division it would skip.
-	hi, lo := bits.Mul64(uint64(prev), uint64(r.window-e))
-	q, rem := bits.Div64(hi, lo, uint64(r.window))
-	if rem != 0 {
+	q, exact := mulDiv(uint64(prev), uint64(r.window-e), uint64(r.window))
+	if !exact {
 		q++
 	}
 	return int64(q)
