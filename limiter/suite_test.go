@@ -152,13 +152,8 @@ func TestCostErrors(t *testing.T) {
 // its own paths (the slot table, the token bucket's inlined admitFull); the
 // pure rule is the reference.
 func TestKeyedMatchesRule(t *testing.T) {
-	for _, cfg := range []Config{
-		{Mode: TokenBucketMode, Rate: 3.3, Burst: 7},
-		{Mode: GCRAMode, Rate: 3.3, Burst: 7},
-		{Mode: FixedWindowMode, Limit: 7, Window: time.Second},
-		{Mode: SlidingCounterMode, Limit: 7, Window: time.Second},
-		{Mode: SlidingLogMode, Limit: 7, Window: time.Second},
-	} {
+	for _, mode := range Modes {
+		cfg := Config{Mode: mode, Rate: 3.3, Burst: 7, Limit: 7, Window: time.Second} // each mode uses its fields
 		t.Run(string(cfg.Mode), func(t *testing.T) {
 			k, err := NewKeyed(cfg)
 			must(t, err)

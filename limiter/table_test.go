@@ -38,7 +38,7 @@ func testConcurrentTableChanges(t *testing.T, mode Mode, near bool) {
 	k, err := NewKeyed(cfg)
 	must(t, err)
 	if !near {
-		k.setNearMax(0)
+		k.probe().setNearMax(0)
 	}
 	const workers, tracked, churn, rounds = 4, 400, 1000, 3
 	early := t0.Add(-3 * time.Hour)
@@ -117,9 +117,20 @@ func TestConcurrentEviction(t *testing.T) {
 	}
 }
 
-// markContended marks key's slot contended, as a decision that found it
+// tableProbe reaches into a Keyed's table whatever its state type: the
+// methods below are declared in this test file on every keyedTable, so a
+// test needs no switch over the rule kinds.
+type tableProbe interface {
+	markContended(h uint64)
+	setNearMax(n int)
+	slotWord(h uint64) uint64
+}
+
+func (k *Keyed) probe() tableProbe { return k.impl.(tableProbe) }
+
+// markContended marks h's slot contended, as a decision that found it
 // locked does, so that the mutex path is exercised whatever the scheduling.
-func markContended[S any, R rule[S]](t *keyedTable[S, R], h uint64) {
+func (t *keyedTable[S, R]) markContended(h uint64) {
 	sh := t.shard(h)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -131,41 +142,19 @@ func markContended[S any, R rule[S]](t *keyedTable[S, R], h uint64) {
 }
 
 // setNearMax sets every shard's nearMax (n 0: every lookup uses find).
-func setNearMax[S any, R rule[S]](t *keyedTable[S, R], n int) {
+func (t *keyedTable[S, R]) setNearMax(n int) {
 	for i := range t.shards {
 		t.shards[i].nearMax = n
 	}
 }
 
-func (k *Keyed) setNearMax(n int) {
-	switch k.kind {
-	case kindTokenBucket:
-		setNearMax(k.tb, n)
-	case kindGCRA:
-		setNearMax(k.gcra, n)
-	case kindFixedWindow:
-		setNearMax(k.fw, n)
-	case kindSlidingCounter:
-		setNearMax(k.sc, n)
-	default:
-		setNearMax(k.sl, n)
-	}
-}
-
-func (k *Keyed) markContended(key string) {
-	h := k.hash(key)
-	switch k.kind {
-	case kindTokenBucket:
-		markContended(k.tb, h)
-	case kindGCRA:
-		markContended(k.gcra, h)
-	case kindFixedWindow:
-		markContended(k.fw, h)
-	case kindSlidingCounter:
-		markContended(k.sc, h)
-	default:
-		markContended(k.sl, h)
-	}
+// slotWord returns the hash word of h's slot, or 0.
+func (t *keyedTable[S, R]) slotWord(h uint64) uint64 {
+	sh := t.shard(h)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	_, w := find(sh.table(), h)
+	return w
 }
 
 // TestHotKey races decisions and refunds on one key, marked contended so
@@ -187,7 +176,7 @@ func TestHotKey(t *testing.T) {
 					defer wg.Done()
 					for i := range 1500 {
 						if w == 0 && i == 50 {
-							k.markContended("hot")
+							k.probe().markContended(k.hash("hot"))
 						}
 						if d, _ := k.AllowAt("hot", t0, 1); d.Allowed {
 							admitted.Add(1)
@@ -210,34 +199,12 @@ func TestHotKey(t *testing.T) {
 				t.Fatalf("admitted %d net of refunds at one instant, want exactly %d", n, limit)
 			}
 			h := k.hash("hot")
-			var w uint64
-			switch k.kind {
-			case kindTokenBucket:
-				w = slotWord(k.tb, h)
-			case kindGCRA:
-				w = slotWord(k.gcra, h)
-			case kindFixedWindow:
-				w = slotWord(k.fw, h)
-			case kindSlidingCounter:
-				w = slotWord(k.sc, h)
-			default:
-				w = slotWord(k.sl, h)
-			}
+			w := k.probe().slotWord(h)
 			if w != h|contended {
 				t.Fatalf("hot key's word %#x, want its hash %#x marked contended and unlocked", w, h)
 			}
 		})
 	}
-}
-
-// slotWord returns the hash word of h's slot, or 0.
-func slotWord[S any, R rule[S]](t *keyedTable[S, R], h uint64) uint64 {
-	sh := t.shard(h)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	slots := sh.table()
-	_, w := find(slots, h)
-	return w
 }
 
 // TestFindNearMatchesFind: in a table at rest (no delete in progress) the

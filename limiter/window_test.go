@@ -79,7 +79,7 @@ func refSlidingCounter(limit, window int64, s SlidingCounterState, now int64, co
 }
 
 // windowCases calls f for states and instants around every boundary.
-func windowCases(t *testing.T, f func(limit, window int64, start int64, a, b int32, now int64, cost int)) {
+func windowCases(f func(limit, window int64, start int64, a, b int32, now int64, cost int)) {
 	x := xorshift(11)
 	windows := []int64{3, int64(7 * time.Millisecond), int64(time.Second), int64(1500 * time.Millisecond), int64(time.Minute)}
 	for i := range 3000 {
@@ -101,7 +101,7 @@ func windowCases(t *testing.T, f func(limit, window int64, start int64, a, b int
 
 func TestFixedWindowMatchesDefinition(t *testing.T) {
 	near := 0
-	windowCases(t, func(limit, window, start int64, a, _ int32, now int64, cost int) {
+	windowCases(func(limit, window, start int64, a, _ int32, now int64, cost int) {
 		r, err := NewFixedWindow(int(limit), time.Duration(window))
 		must(t, err)
 		s := FixedWindowState{Start: start, Count: int64(a)}
@@ -126,7 +126,7 @@ func TestFixedWindowMatchesDefinition(t *testing.T) {
 }
 
 func TestSlidingCounterMatchesDefinition(t *testing.T) {
-	windowCases(t, func(limit, window, start int64, a, b int32, now int64, cost int) {
+	windowCases(func(limit, window, start int64, a, b int32, now int64, cost int) {
 		r, err := NewSlidingCounter(int(limit), time.Duration(window))
 		must(t, err)
 		s := SlidingCounterState{Start: start, Prev: a, Curr: b}
