@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"hash/maphash"
 	"time"
 	"unsafe"
 )
@@ -14,9 +13,9 @@ import (
 // table take the shard's mutex (see table.go). Create one with NewKeyed; the
 // zero Keyed is not usable.
 //
-// A key is never stored: each key is reduced to a 62-bit hash (hash/maphash,
-// with a seed private to this Keyed; the word's two low bits are the slot's
-// lock and contended mark) and only that hash and the algorithm's state are
+// A key is never stored: each key is reduced to a 62-bit hash (seeded with
+// random words private to this Keyed, see keyHasher; the word's two low
+// bits are the slot's lock and contended mark) and only that hash and the algorithm's state are
 // kept, inline in an open-addressing table — no key strings, no per-key
 // allocation (except SlidingLog's log growing), no allocation per decision
 // for a known key. Two keys whose hashes collide would share one limit;
@@ -50,7 +49,7 @@ import (
 // The package starts no goroutines: call Sweep periodically (for example
 // every Window, or every Burst/Rate) to return idle keys' memory promptly.
 type Keyed struct {
-	seed  maphash.Seed
+	keys  keyHasher
 	clock clock
 	max   int   // largest admissible cost
 	kind  uint8 // which of the tables below is in use
@@ -108,7 +107,7 @@ func NewKeyed(cfg Config) (*Keyed, error) {
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
-	k := &Keyed{cfg: cfg, seed: maphash.MakeSeed()}
+	k := &Keyed{cfg: cfg, keys: newKeyHasher()}
 	switch cfg.Mode {
 	case TokenBucketMode:
 		r, _ := NewTokenBucket(cfg.Rate, cfg.Burst)
@@ -244,7 +243,7 @@ func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now 
 }
 
 // hash returns key's stored hash.
-func (k *Keyed) hash(key string) uint64 { return keyHash(maphash.String(k.seed, key)) }
+func (k *Keyed) hash(key string) uint64 { return keyHash(k.keys.sum(key)) }
 
 // Allow is AllowAt(key, time.Now(), 1).
 func (k *Keyed) Allow(key string) bool {
