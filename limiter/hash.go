@@ -18,7 +18,7 @@ import (
 // runtime/hash64.go, from wyhash), here with this hasher's own random
 // words. Other keys take hash/maphash. The lookup waits for the hash, and
 // maphash's AES rounds take longer to finish: at 10 000 keys the short-key
-// path took ~3 ns off a ~45 ns decision (BENCHMARKS.md, "This round").
+// path took 2-4 ns off a ~45 ns decision (BENCHMARKS.md, "the key's hash").
 type keyHasher struct {
 	seed   maphash.Seed
 	k0, k1 uint64
