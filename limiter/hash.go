@@ -10,7 +10,8 @@ import (
 
 // keyHasher hashes keys for a Keyed: 64 bits, seeded with random words
 // drawn when the Keyed is made, so another process (or another Keyed) maps
-// the same key elsewhere and no one outside can choose keys that collide.
+// the same key elsewhere, and which keys collide (sharing one limit) cannot
+// be worked out from outside the process.
 //
 // Keys of 1 to 16 bytes (tenant IDs, IP addresses, short API key IDs) take
 // a multiply-mix of the key's bytes: the construction the Go runtime hashes
