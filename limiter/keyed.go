@@ -15,8 +15,8 @@ import (
 //
 // A key is never stored: each key is reduced to a 62-bit hash (seeded with
 // random words private to this Keyed, see keyHasher; the word's two low
-// bits are the slot's lock and contended mark) and only that hash and the algorithm's state are
-// kept, inline in an open-addressing table — no key strings, no per-key
+// bits are the slot's lock and contended mark) and only that hash and the
+// algorithm's state are kept, inline in an open-addressing table — no key strings, no per-key
 // allocation (except SlidingLog's log growing), no allocation per decision
 // for a known key. Two keys whose hashes collide would share one limit;
 // among a million live keys that happens with probability about 1e-7.
@@ -193,8 +193,7 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 // decide is a direct call the compiler can inline (through the generic
 // shard it would be an indirect call): GCRA's decide and the common cases
 // of the token bucket (admitFull) and the fixed window (admitNear) are
-// inlined. shard.lock and shard.finish
-// do the locking.
+// inlined. shard.lock and shard.finish do the locking.
 
 func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)

@@ -64,12 +64,9 @@ func (r SlidingCounter) capacityName() string                   { return "limit"
 // before the state's window counts as the window's first instant). decide
 // handles the common cases, the state's window and the next, itself.
 func (r SlidingCounter) roll(s *SlidingCounterState, now int64) int64 {
-	if s.Prev == 0 && s.Curr == 0 {
-		s.Start = floorDiv(now, r.window) * r.window
-		return now
-	}
 	start := floorDiv(now, r.window) * r.window
 	switch {
+	case s.Prev == 0 && s.Curr == 0: // fresh: any window, earlier ones too
 	case start < s.Start:
 		return s.Start
 	case start == s.Start:
