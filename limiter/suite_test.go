@@ -148,9 +148,9 @@ func TestCostErrors(t *testing.T) {
 // TestKeyedMatchesRule replays a random trace through Keyed and through each
 // key's pure rule: every Decision must be equal, on hot keys (partly spent,
 // often rejected), cold keys (back when fresh), costs up to the capacity and
-// instants out of order. Keyed decides through
-// its own paths (the slot table, the token bucket's inlined admitFull); the
-// pure rule is the reference.
+// instants out of order. Keyed decides through its own paths (the slot
+// table, the inlined common cases admitFull and admitNear); the pure rule is
+// the reference.
 func TestKeyedMatchesRule(t *testing.T) {
 	for _, mode := range Modes {
 		cfg := Config{Mode: mode, Rate: 3.3, Burst: 7, Limit: 7, Window: time.Second} // each mode uses its fields
