@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/daemon"
 )
 
 // The paths every artifact agrees on.

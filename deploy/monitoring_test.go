@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.uber.org/goleak"
 
-	"github.com/shaperd/shaper/daemon"
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 )
 
 const (

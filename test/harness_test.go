@@ -21,8 +21,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/daemon"
 )
 
 // natsOptions are a test NATS server's options: JetStream on, a random

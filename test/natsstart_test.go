@@ -16,8 +16,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/daemon"
 )
 
 // NATS unreachable at start: the daemon starts anyway, says so in one log

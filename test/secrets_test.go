@@ -13,8 +13,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/daemon"
 )
 
 // Secrets — the NATS password and a sink's Authorization header — appear in

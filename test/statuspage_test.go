@@ -24,7 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/shaperd/shaper/daemon"
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 )
 
 type history struct {

@@ -13,8 +13,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/daemon"
 )
 
 // Exit codes.

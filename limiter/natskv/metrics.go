@@ -1,4 +1,4 @@
-package kvadmit
+package natskv
 
 import (
 	"time"

@@ -1,11 +1,11 @@
-package jsqueue
+package jetstream
 
 import (
 	"context"
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // fetch is the fetcher goroutine: it keeps up to prefetch jobs in memory,
@@ -41,10 +41,10 @@ func (q *Queue) fetch() {
 }
 
 // pull fetches up to n messages, waiting at most wait.
-func (q *Queue) pull(c jetstream.Consumer, n int, wait time.Duration) (int, error) {
+func (q *Queue) pull(c natsjs.Consumer, n int, wait time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(q.ctx, wait)
 	defer cancel()
-	batch, err := c.Fetch(n, jetstream.FetchContext(ctx), jetstream.FetchPriorityGroup(Group))
+	batch, err := c.Fetch(n, natsjs.FetchContext(ctx), natsjs.FetchPriorityGroup(Group))
 	if err != nil {
 		return 0, err
 	}
@@ -62,17 +62,17 @@ func (q *Queue) pull(c jetstream.Consumer, n int, wait time.Duration) (int, erro
 		q.mu.Unlock()
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
-		!errors.Is(err, jetstream.ErrNoMessages) {
+		!errors.Is(err, natsjs.ErrNoMessages) {
 		return got, err
 	}
 	return got, nil
 }
 
 // keepPin renews this instance's pin without taking a message.
-func (q *Queue) keepPin(c jetstream.Consumer, wait time.Duration) {
+func (q *Queue) keepPin(c natsjs.Consumer, wait time.Duration) {
 	ctx, cancel := context.WithTimeout(q.ctx, min(wait, 200*time.Millisecond))
 	defer cancel()
-	batch, err := c.FetchBytes(1, jetstream.FetchContext(ctx), jetstream.FetchPriorityGroup(Group))
+	batch, err := c.FetchBytes(1, natsjs.FetchContext(ctx), natsjs.FetchPriorityGroup(Group))
 	if err != nil {
 		return
 	}
@@ -156,7 +156,7 @@ func (q *Queue) ensure(ctx context.Context, capacity int, lastLog *time.Time) {
 	q.signal()
 }
 
-func (q *Queue) refresh(ctx context.Context, s jetstream.Stream) {
+func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return

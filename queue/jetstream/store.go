@@ -1,4 +1,4 @@
-package jsqueue
+package jetstream
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
@@ -77,7 +77,7 @@ func (s Settings) withDefaults() Settings {
 // concurrent use.
 type Store struct {
 	nc  *nats.Conn
-	js  jetstream.JetStream
+	js  natsjs.JetStream
 	set Settings
 	log *slog.Logger
 
@@ -95,11 +95,11 @@ type pendingPub struct {
 func New(nc *nats.Conn, s Settings) (*Store, error) {
 	st := &Store{nc: nc, set: s.withDefaults(), pending: map[*nats.Msg]pendingPub{}}
 	st.log = st.set.Logger
-	js, err := jetstream.New(nc,
-		jetstream.WithPublishAsyncMaxPending(st.set.MaxPending),
-		jetstream.WithPublishAsyncTimeout(10*time.Second),
-		jetstream.WithPublishAsyncAckHandler(st.onAck),
-		jetstream.WithPublishAsyncErrHandler(st.onErr),
+	js, err := natsjs.New(nc,
+		natsjs.WithPublishAsyncMaxPending(st.set.MaxPending),
+		natsjs.WithPublishAsyncTimeout(10*time.Second),
+		natsjs.WithPublishAsyncAckHandler(st.onAck),
+		natsjs.WithPublishAsyncErrHandler(st.onErr),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
@@ -155,7 +155,7 @@ func (st *Store) take(m *nats.Msg) (pendingPub, bool) {
 }
 
 // onAck runs on the publisher's ack goroutine: it must not block.
-func (st *Store) onAck(_ jetstream.JetStream, m *nats.Msg, pa *jetstream.PubAck) {
+func (st *Store) onAck(_ natsjs.JetStream, m *nats.Msg, pa *natsjs.PubAck) {
 	p, ok := st.take(m)
 	if !ok {
 		return
@@ -184,7 +184,7 @@ func (st *Store) duplicate(p pendingPub, seq uint64) {
 	p.done(0, shaper.ErrDuplicate)
 }
 
-func (st *Store) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
+func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {
 	p, ok := st.take(m)
 	if !ok {
 		return
@@ -199,6 +199,6 @@ func (st *Store) onErr(_ jetstream.JetStream, m *nats.Msg, err error) {
 
 // isFull reports a refusal by a stream at its MaxMsgs with discard new.
 func isFull(err error) bool {
-	var apiErr *jetstream.APIError
+	var apiErr *natsjs.APIError
 	return errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum messages")
 }

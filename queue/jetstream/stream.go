@@ -1,4 +1,4 @@
-package jsqueue
+package jetstream
 
 import (
 	"context"
@@ -7,42 +7,42 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-io/nats.go/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // ErrIncompatible reports an existing stream or consumer whose settings the
 // queue cannot use; it is never changed automatically.
-var ErrIncompatible = errors.New("jsqueue: existing stream is incompatible")
+var ErrIncompatible = errors.New("jetstream: existing stream is incompatible")
 
 // streamConfig is the stream that holds downstream's queue.
-func (st *Store) streamConfig(downstream string, capacity int) jetstream.StreamConfig {
-	storage := jetstream.FileStorage
+func (st *Store) streamConfig(downstream string, capacity int) natsjs.StreamConfig {
+	storage := natsjs.FileStorage
 	if st.set.Storage == "memory" {
-		storage = jetstream.MemoryStorage
+		storage = natsjs.MemoryStorage
 	}
-	return jetstream.StreamConfig{
+	return natsjs.StreamConfig{
 		Name:        st.StreamName(downstream),
 		Description: "shaperd queue of downstream " + downstream,
 		Subjects:    []string{st.Subject(downstream)},
-		Retention:   jetstream.WorkQueuePolicy,
+		Retention:   natsjs.WorkQueuePolicy,
 		Storage:     storage,
 		Replicas:    st.set.Replicas,
 		MaxMsgs:     int64(capacity),
-		Discard:     jetstream.DiscardNew,
+		Discard:     natsjs.DiscardNew,
 		MaxMsgSize:  st.set.MaxMsgSize,
 		Duplicates:  st.set.DedupeWindow,
 	}
 }
 
-func (st *Store) consumerConfig() jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
+func (st *Store) consumerConfig() natsjs.ConsumerConfig {
+	return natsjs.ConsumerConfig{
 		Durable:        Consumer,
 		Description:    "shaperd drain: one pinned instance at a time",
-		AckPolicy:      jetstream.AckExplicitPolicy,
+		AckPolicy:      natsjs.AckExplicitPolicy,
 		AckWait:        st.set.AckWait,
 		MaxDeliver:     -1, // shaperd terms a job after max_attempts (dead letter first)
 		MaxAckPending:  -1, // retries wait nak'ed in the stream; capacity bounds them
-		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityPolicy: natsjs.PriorityPolicyPinned,
 		PinnedTTL:      st.set.PinnedTTL,
 		PriorityGroups: []string{Group},
 	}
@@ -51,11 +51,11 @@ func (st *Store) consumerConfig() jetstream.ConsumerConfig {
 // ensure creates downstream's stream and consumer, or checks an existing
 // stream: incompatible settings are an ErrIncompatible naming each; the
 // capacity, message size and duplicate window are updated to the config.
-func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (jetstream.Stream, jetstream.Consumer, error) {
+func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (natsjs.Stream, natsjs.Consumer, error) {
 	want := st.streamConfig(downstream, capacity)
 	s, err := st.js.Stream(ctx, want.Name)
 	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case errors.Is(err, natsjs.ErrStreamNotFound):
 		if s, err = st.js.CreateStream(ctx, want); err != nil {
 			return nil, nil, fmt.Errorf("create stream %s: %w", want.Name, err)
 		}
@@ -85,11 +85,11 @@ func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (j
 }
 
 // incompatible compares the settings that are never changed automatically.
-func incompatible(have, want jetstream.StreamConfig) error {
+func incompatible(have, want natsjs.StreamConfig) error {
 	var errs []error
 	bad := func(setting string, h, w any) {
 		errs = append(errs, fmt.Errorf("%w: stream %s: %s is %v, shaperd needs %v; it is not changed automatically: "+
-			"move its jobs and delete it (nats stream rm %s), or set nats.jetstream.stream_prefix to use other streams",
+			"move its jobs and delete it (nats stream rm %s), or set nats.natsjs.stream_prefix to use other streams",
 			ErrIncompatible, have.Name, setting, h, w, have.Name))
 	}
 	if have.Retention != want.Retention {

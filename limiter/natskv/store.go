@@ -1,4 +1,4 @@
-package kvadmit
+package natskv
 
 import (
 	"context"
@@ -28,15 +28,15 @@ const (
 
 // ErrUnavailable is wrapped by a fail-closed Limiter's error when the bucket
 // could not be read or written in time.
-var ErrUnavailable = errors.New("kvadmit: admission store unavailable")
+var ErrUnavailable = errors.New("natskv: admission store unavailable")
 
 // ErrIncompatible reports an existing bucket that cannot hold per-key TTLs
 // (created without LimitMarkerTTL); it is never changed automatically.
-var ErrIncompatible = errors.New("kvadmit: existing bucket is incompatible")
+var ErrIncompatible = errors.New("natskv: existing bucket is incompatible")
 
 // errConflicts is the store error of a write that lost every
 // compare-and-swap try.
-var errConflicts = errors.New("kvadmit: compare-and-swap kept conflicting")
+var errConflicts = errors.New("natskv: compare-and-swap kept conflicting")
 
 // Settings configure a Store; zero fields take the defaults.
 type Settings struct {
@@ -109,11 +109,11 @@ type Store struct {
 func New(nc *nats.Conn, set Settings) (*Store, error) {
 	set = set.withDefaults()
 	if !validBucket(set.Bucket) {
-		return nil, fmt.Errorf("kvadmit: %q is not a bucket name; use letters, digits, - and _", set.Bucket)
+		return nil, fmt.Errorf("natskv: %q is not a bucket name; use letters, digits, - and _", set.Bucket)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, fmt.Errorf("kvadmit: %w", err)
+		return nil, fmt.Errorf("natskv: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Store{set: set, js: js, pre: "$KV." + set.Bucket + ".", ctx: ctx, cancel: cancel}, nil

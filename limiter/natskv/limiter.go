@@ -1,4 +1,4 @@
-package kvadmit
+package natskv
 
 import (
 	"context"
@@ -54,10 +54,10 @@ func (st *Store) Limiter(downstream string, cfg limiter.Config, opts Options) (*
 		return nil, err
 	}
 	if !validBucket(downstream) {
-		return nil, fmt.Errorf("kvadmit: downstream %q is not a subject token", downstream)
+		return nil, fmt.Errorf("natskv: downstream %q is not a subject token", downstream)
 	}
 	if opts.Approximate && cfg.Mode != limiter.TokenBucketMode && cfg.Mode != limiter.GCRAMode {
-		return nil, fmt.Errorf("kvadmit: approximate mode supports token_bucket and gcra, not %s", cfg.Mode)
+		return nil, fmt.Errorf("natskv: approximate mode supports token_bucket and gcra, not %s", cfg.Mode)
 	}
 	l := &Limiter{st: st, name: downstream, opts: opts, max: cfg.Burst}
 	var err error

@@ -1,4 +1,4 @@
-package jsqueue
+package jetstream
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/shaper"
 )
@@ -24,7 +24,7 @@ const (
 // held is a fetched message and the job it carries.
 type held struct {
 	job *shaper.Job
-	msg jetstream.Msg
+	msg natsjs.Msg
 	at  time.Time // ready to start from
 }
 
@@ -46,16 +46,16 @@ type Queue struct {
 	wake   chan struct{} // cap 1: room in the prefetch, or ensured
 
 	mu       sync.Mutex
-	buf      []held                        // fetched, not taken; FIFO
-	pb       []held                        // pushed back, held locally until at; sorted by at
-	taken    map[*shaper.Job]jetstream.Msg // started, not yet acked or termed
-	held     map[jetstream.Msg]*time.Timer // delivered, ack held to the end of the job's slot (AckAt)
-	depth    int                           // stream's messages (refreshed; adjusted locally)
+	buf      []held                     // fetched, not taken; FIFO
+	pb       []held                     // pushed back, held locally until at; sorted by at
+	taken    map[*shaper.Job]natsjs.Msg // started, not yet acked or termed
+	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (AckAt)
+	depth    int                        // stream's messages (refreshed; adjusted locally)
 	capacity int
 	capDirty bool
 	closed   bool
-	s        jetstream.Stream
-	c        jetstream.Consumer
+	s        natsjs.Stream
+	c        natsjs.Consumer
 	broken   error // ErrIncompatible found after start-up
 }
 
@@ -66,12 +66,12 @@ var _ shaper.DurableQueue = (*Queue)(nil)
 // calls Store.Ensure first, so an incompatible stream stops the daemon).
 func (st *Store) Queue(ls shaper.LaneSettings) (*Queue, error) {
 	if ls.Capacity < 1 {
-		return nil, fmt.Errorf("jsqueue: capacity must be >= 1, got %d", ls.Capacity)
+		return nil, fmt.Errorf("jetstream: capacity must be >= 1, got %d", ls.Capacity)
 	}
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
 		prefetch: prefetchFor(ls), wake: make(chan struct{}, 1),
-		taken: map[*shaper.Job]jetstream.Msg{}, held: map[jetstream.Msg]*time.Timer{}, capacity: ls.Capacity,
+		taken: map[*shaper.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, capacity: ls.Capacity,
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	return q, nil
@@ -137,7 +137,7 @@ func (q *Queue) stored() int {
 	return q.depth
 }
 
-func (q *Queue) streamHandle() jetstream.Stream {
+func (q *Queue) streamHandle() natsjs.Stream {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.s
@@ -145,7 +145,7 @@ func (q *Queue) streamHandle() jetstream.Stream {
 
 // Enqueue is not used for a durable queue (the shaper calls EnqueueAsync).
 func (q *Queue) Enqueue(*shaper.Job, time.Time) error {
-	return errors.New("jsqueue: Enqueue is not supported; use EnqueueAsync")
+	return errors.New("jetstream: Enqueue is not supported; use EnqueueAsync")
 }
 
 // NextReady returns when the next held job may start.
@@ -210,7 +210,7 @@ func (q *Queue) AckAt(job *shaper.Job, at time.Time) {
 }
 
 // ackLocked acks m and forgets it. Requires q.mu.
-func (q *Queue) ackLocked(m jetstream.Msg) {
+func (q *Queue) ackLocked(m natsjs.Msg) {
 	delete(q.held, m)
 	_ = m.Ack()
 	q.depth = max(q.depth-1, 0)
@@ -307,9 +307,9 @@ func (q *Queue) Ready() error {
 	case q.broken != nil:
 		return q.broken
 	case q.closed:
-		return fmt.Errorf("jsqueue: queue %s is closed", q.name)
+		return fmt.Errorf("jetstream: queue %s is closed", q.name)
 	case q.s == nil || q.c == nil:
-		return fmt.Errorf("jsqueue: stream %s not ready yet", q.stream)
+		return fmt.Errorf("jetstream: stream %s not ready yet", q.stream)
 	}
 	return nil
 }

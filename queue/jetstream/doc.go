@@ -1,4 +1,4 @@
-// Package jsqueue provides the durable queue backend (queue.backend:
+// Package jetstream provides the durable queue backend (queue.backend:
 // jetstream): each downstream's bounded queue is a NATS JetStream stream,
 // drained through one durable pull consumer.
 //
@@ -40,4 +40,4 @@
 // replicas, subjects, discard) are compared with an existing stream and
 // reported as ErrIncompatible, never changed; MaxMsgs, MaxMsgSize and the
 // duplicate window follow the config.
-package jsqueue
+package jetstream

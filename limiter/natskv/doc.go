@@ -1,4 +1,4 @@
-// Package kvadmit provides the admission store that shares per-key limiter
+// Package natskv provides the admission store that shares per-key limiter
 // state between shaperd instances through a NATS JetStream key-value
 // bucket (admission.store: nats).
 //
@@ -55,4 +55,4 @@
 // State times are Unix nanoseconds from each instance's clock: instances
 // sharing a bucket need synchronized clocks (NTP). A skew of s lets a key
 // refill up to rate × s early on the instance that runs ahead.
-package kvadmit
+package natskv

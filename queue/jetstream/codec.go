@@ -1,4 +1,4 @@
-package jsqueue
+package jetstream
 
 import (
 	"net/http"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/shaper"
 )
@@ -39,7 +39,7 @@ func encode(subject string, job *shaper.Job) *nats.Msg {
 
 // decode rebuilds the job stored in m for lane. Tries already made (the
 // delivery count minus this one) count as failures.
-func decode(m jetstream.Msg, lane string) *shaper.Job {
+func decode(m natsjs.Msg, lane string) *shaper.Job {
 	h := m.Headers()
 	job := &shaper.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID)}
 	job.Enqueued = unixNano(h.Get(hdrEnqueued))

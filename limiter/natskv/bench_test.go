@@ -1,4 +1,4 @@
-package kvadmit
+package natskv
 
 import (
 	"fmt"
@@ -20,7 +20,7 @@ type admitFunc func(key string, now time.Time, cost int) (limiter.Decision, erro
 // for 1 hot key and 10 000 keys. The limit admits everything (rate 1e6/s),
 // so every exact decision is a read-modify-write: the worst case.
 //
-//	go test ./kvadmit/ -run '^$' -bench Stores -benchtime 2s
+//	go test ./natskv/ -run '^$' -bench Stores -benchtime 2s
 func BenchmarkStores(b *testing.B) {
 	cfg := limiter.Config{Mode: limiter.TokenBucketMode, Rate: 1e6, Burst: 1000}
 	srv := runServer(b)

@@ -1,4 +1,4 @@
-package jsqueue
+package jetstream
 
 import (
 	"context"
@@ -9,13 +9,13 @@ import (
 
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
 )
 
-func runStore(t *testing.T) (*Store, jetstream.JetStream) {
+func runStore(t *testing.T) (*Store, natsjs.JetStream) {
 	t.Helper()
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1
@@ -32,7 +32,7 @@ func runStore(t *testing.T) (*Store, jetstream.JetStream) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	js, _ := jetstream.New(nc)
+	js, _ := natsjs.New(nc)
 	return st, js
 }
 
@@ -41,8 +41,8 @@ func runStore(t *testing.T) (*Store, jetstream.JetStream) {
 func TestEnsureIncompatibleStream(t *testing.T) {
 	st, js := runStore(t)
 	ctx := context.Background()
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "SHAPER_printer", Subjects: []string{"shaper.queue.printer"},
-		Retention: jetstream.LimitsPolicy, Storage: jetstream.MemoryStorage})
+	_, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "SHAPER_printer", Subjects: []string{"shaper.queue.printer"},
+		Retention: natsjs.LimitsPolicy, Storage: natsjs.MemoryStorage})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestEnsureIncompatibleStream(t *testing.T) {
 		}
 	}
 	s, _ := js.Stream(ctx, "SHAPER_printer")
-	if s.CachedInfo().Config.Retention != jetstream.LimitsPolicy {
+	if s.CachedInfo().Config.Retention != natsjs.LimitsPolicy {
 		t.Error("the stream was changed")
 	}
 }

@@ -1,4 +1,4 @@
-package jsqueue
+package jetstream
 
 import (
 	"testing"

@@ -10,18 +10,18 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/kvadmit"
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/limiter/natskv"
 	"github.com/shaperd/shaper/shaper"
 )
 
-// kvAdmitter is a kvadmit.Limiter as the shaper wants it: a fail-closed
+// kvAdmitter is a natskv.Limiter as the shaper wants it: a fail-closed
 // store failure wraps shaper.ErrAdmissionUnavailable.
-type kvAdmitter struct{ *kvadmit.Limiter }
+type kvAdmitter struct{ *natskv.Limiter }
 
 func (a kvAdmitter) AllowAt(key string, now time.Time, cost int) (limiter.Decision, error) {
 	d, err := a.Limiter.AllowAt(key, now, cost)
-	if errors.Is(err, kvadmit.ErrUnavailable) {
+	if errors.Is(err, natskv.ErrUnavailable) {
 		err = fmt.Errorf("%w: %w", shaper.ErrAdmissionUnavailable, err)
 	}
 	return d, err
@@ -35,12 +35,12 @@ func (a kvAdmitter) AllowAt(key string, now time.Time, cost int) (limiter.Decisi
 // bucket stops start-up; otherwise it is created on first use.
 func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (shaper.Admitter, error), func() error, error) {
 	j := cfg.NATS.JetStream
-	st, err := kvadmit.New(nc, kvadmit.Settings{
+	st, err := natskv.New(nc, natskv.Settings{
 		Bucket:   j.AdmissionBucket,
 		Replicas: j.Replicas,
 		Storage:  j.Storage,
 		Timeout:  j.AdmissionTimeout,
-		Metrics:  kvadmit.NewMetrics(d.reg),
+		Metrics:  natskv.NewMetrics(d.reg),
 		Logger:   d.log,
 	})
 	if err != nil {
@@ -55,7 +55,7 @@ func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn
 		err := st.Ensure(ectx)
 		cancel()
 		switch {
-		case errors.Is(err, kvadmit.ErrIncompatible):
+		case errors.Is(err, natskv.ErrIncompatible):
 			_ = st.Close()
 			return nil, nil, fmt.Errorf("admission store: %w", err)
 		case err != nil:
@@ -63,12 +63,12 @@ func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn
 		}
 	}
 	var mu sync.Mutex
-	current := map[string]*kvadmit.Limiter{}
+	current := map[string]*natskv.Limiter{}
 	build := func(ls shaper.LaneSettings) (shaper.Admitter, error) {
 		if ls.AdmissionStore.Kind != config.AdmissionNATS {
 			return nil, fmt.Errorf("admission store %q is not supported", ls.AdmissionStore.Kind)
 		}
-		l, err := st.Limiter(ls.Name, *ls.Admission, kvadmit.Options{
+		l, err := st.Limiter(ls.Name, *ls.Admission, natskv.Options{
 			FailClosed: ls.AdmissionStore.FailClosed, Approximate: ls.AdmissionStore.Approximate,
 		})
 		if err != nil {

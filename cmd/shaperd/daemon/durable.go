@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/jsqueue"
+	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
 )
 
@@ -22,7 +22,7 @@ const ensureTimeout = 10 * time.Second
 // start-up with a clear error; otherwise each queue keeps trying in the
 // background (/readyz is false until NATS is connected).
 func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (shaper.Queue, error), error) {
-	st, err := jsqueue.New(nc, jetStreamSettings(cfg, d))
+	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
 		return nil, err
 	}
@@ -38,7 +38,7 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 		err := st.Ensure(ectx, lanes)
 		cancel()
 		switch {
-		case errors.Is(err, jsqueue.ErrIncompatible):
+		case errors.Is(err, jetstream.ErrIncompatible):
 			return nil, fmt.Errorf("jetstream queue: %w", err)
 		case err != nil:
 			d.log.Warn("jetstream queues not ready yet; retrying in the background", "error", err.Error())
@@ -55,9 +55,9 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 }
 
 // jetStreamSettings maps nats.jetstream and ingress keys to the backend's.
-func jetStreamSettings(cfg config.Config, d *Daemon) jsqueue.Settings {
+func jetStreamSettings(cfg config.Config, d *Daemon) jetstream.Settings {
 	j := cfg.NATS.JetStream
-	return jsqueue.Settings{
+	return jetstream.Settings{
 		StreamPrefix:  j.StreamPrefix,
 		SubjectPrefix: j.SubjectPrefix,
 		Replicas:      j.Replicas,
