@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // Admission stores (downstreams.NAME.admission.store).
@@ -47,9 +47,9 @@ func validateAdmissionBucket(v validator, j JetStream) {
 
 // store returns the shaper's view of admission.store; nil (no admission)
 // and memory are the zero value.
-func (a *Admission) store() shaper.AdmissionStore {
+func (a *Admission) store() admission.Store {
 	if a == nil || a.Store == "" || a.Store == AdmissionMemory {
-		return shaper.AdmissionStore{}
+		return admission.Store{}
 	}
-	return shaper.AdmissionStore{Kind: a.Store, FailClosed: a.FailClosed, Approximate: a.Approximate}
+	return admission.Store{Kind: a.Store, FailClosed: a.FailClosed, Approximate: a.Approximate}
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // One testdata file per admission.store failure, with its exact message.
@@ -40,7 +40,7 @@ func TestAdmissionStoreSettings(t *testing.T) {
 	if j := cfg.NATS.JetStream; j.AdmissionBucket != "RATES" || j.AdmissionTimeout != 100*time.Millisecond {
 		t.Fatalf("jetstream %+v", j)
 	}
-	want := shaper.AdmissionStore{Kind: "nats", FailClosed: true, Approximate: true}
+	want := admission.Store{Kind: "nats", FailClosed: true, Approximate: true}
 	if got := cfg.ShaperSettings().Lanes[0].AdmissionStore; got != want {
 		t.Fatalf("AdmissionStore %+v, want %+v", got, want)
 	}
@@ -53,7 +53,7 @@ func TestAdmissionStoreSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.ShaperSettings().Lanes[0].AdmissionStore; got != (shaper.AdmissionStore{}) {
+	if got := cfg.ShaperSettings().Lanes[0].AdmissionStore; got != (admission.Store{}) {
 		t.Fatalf("env store memory: AdmissionStore %+v, want zero", got)
 	}
 	if cfg.NATS.JetStream.AdmissionBucket != "OTHER" {

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"github.com/shaperd/shaper/limiter"
 	"maps"
 	"math"
 	"net"
@@ -10,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shaperd/shaper/limiter"
 
 	"golang.org/x/crypto/bcrypt"
 )

@@ -1,104 +1,98 @@
 package queue
 
-import "errors"
+import "time"
 
-// ErrFull is returned by Offer when the bucket is at (or above) capacity.
-var ErrFull = errors.New("queue: full")
-
-// minAlloc is the smallest ring allocated; the ring grows by doubling up to
-// what the queued items need, so a large capacity costs nothing until used.
-const minAlloc = 16
-
-// Bucket is a bounded FIFO of T backed by a ring buffer. Offer appends at the
-// back and refuses with ErrFull at capacity; Poll removes from the front;
-// PushFront puts an item back at the front and may exceed the capacity (the
-// item was already accepted once, e.g. a retried job).
-//
-// The zero value is an empty bucket with capacity 0 (every Offer fails);
-// use NewBucket or SetCap. A Bucket is not safe for concurrent use: the owner
-// serialises access (the shaper holds its lane's mutex). No method blocks,
-// and Offer/Poll do not allocate once the ring has grown to the steady-state
-// depth.
-type Bucket[T any] struct {
-	buf  []T // ring; len(buf) is a power of two or 0
-	head int // index of the front item
-	n    int // items held
-	cap  int // bound enforced by Offer
+// Bucket is the leaky bucket's queue: a FIFO bounded by the cost it holds,
+// with a list of retries waiting out their backoff that go ahead of fresh
+// jobs once ready. Offer refuses with ErrFull at capacity instead of
+// blocking. The zero value is an empty bucket of capacity 0 (every Offer
+// fails); use NewBucket. Not safe for concurrent use: the owning lane's
+// lock guards it. No method blocks, and Offer/Take do not allocate once the
+// ring has grown to the steady-state depth.
+type Bucket struct {
+	fifo     ring[entry]
+	retries  retryList
+	cost     int // sum of the held jobs' costs, retries included
+	capacity int
 }
 
-// NewBucket returns an empty bucket holding at most capacity items
-// (capacity < 0 is treated as 0).
-func NewBucket[T any](capacity int) *Bucket[T] {
-	b := &Bucket[T]{}
-	b.SetCap(capacity)
+var _ Queue = (*Bucket)(nil)
+
+// NewBucket returns an empty bucket bounded by s.Capacity.
+func NewBucket(s Settings) *Bucket {
+	b := &Bucket{}
+	b.Configure(s)
 	return b
 }
 
-// Len returns the number of items held (possibly above Cap after PushFront
-// or a shrinking SetCap).
-func (b *Bucket[T]) Len() int { return b.n }
-
-// Cap returns the bound enforced by Offer.
-func (b *Bucket[T]) Cap() int { return b.cap }
-
-// Full reports whether Offer would refuse now.
-func (b *Bucket[T]) Full() bool { return b.n >= b.cap }
-
-// SetCap changes the bound. Shrinking never drops held items: Offer refuses
-// until Len is below the new bound. capacity < 0 is treated as 0.
-func (b *Bucket[T]) SetCap(capacity int) { b.cap = max(capacity, 0) }
-
-// Offer appends v at the back, or returns ErrFull without change when
-// Len() >= Cap().
-func (b *Bucket[T]) Offer(v T) error {
-	if b.n >= b.cap {
-		return ErrFull
+// Offer appends job at the back, or refuses it with ErrFull, changing
+// nothing, when its cost does not fit.
+func (b *Bucket) Offer(job *Job, at time.Time) Stored {
+	c := JobCost(job)
+	if !b.Fits(c) {
+		return placed(Placed{}, ErrFull)
 	}
-	b.grow()
-	b.buf[(b.head+b.n)&(len(b.buf)-1)] = v
-	b.n++
-	return nil
+	ahead := b.cost
+	b.fifo.pushBack(entry{job, at})
+	b.cost += c
+	return placed(Placed{Position: b.Len(), Ahead: ahead}, nil)
 }
 
-// PushFront puts v at the front, ahead of every held item, regardless of
-// the bound.
-func (b *Bucket[T]) PushFront(v T) {
-	b.grow()
-	b.head = (b.head - 1) & (len(b.buf) - 1)
-	b.buf[b.head] = v
-	b.n++
+func (b *Bucket) Fits(need int) bool   { return b.cost+need <= b.capacity }
+func (b *Bucket) Ahead(*Job) int       { return b.cost }
+func (b *Bucket) Share(*Job) Share     { return Share{} }
+func (b *Bucket) Len() int             { return b.fifo.len() + len(b.retries) }
+func (b *Bucket) Cost() int            { return b.cost }
+func (b *Bucket) Held() int            { return b.Len() }
+func (b *Bucket) Keys() int            { return 0 }
+func (b *Bucket) Cap() int             { return b.capacity }
+func (b *Bucket) Configure(s Settings) { b.capacity = max(s.Capacity, 0) }
+func (b *Bucket) Ack(*Job, time.Time)  {}
+func (b *Bucket) GiveUp(*Job)          {}
+func (b *Bucket) Keep(*Job) bool       { return false }
+func (b *Bucket) Start(func())         {}
+func (b *Bucket) Close() error         { return nil }
+
+func (b *Bucket) NextReady() (time.Time, bool) {
+	front, ok := b.fifo.peek()
+	return b.retries.before(front.at, ok)
 }
 
-// Poll removes and returns the front item; ok is false when empty.
-func (b *Bucket[T]) Poll() (v T, ok bool) {
-	if b.n == 0 {
-		return v, false
+func (b *Bucket) Take(now time.Time) (*Job, time.Time, bool) {
+	e, ok := b.retries.popReady(now)
+	if !ok {
+		e, ok = b.fifo.poll()
 	}
-	var zero T
-	v = b.buf[b.head]
-	b.buf[b.head] = zero // release the reference for the GC
-	b.head = (b.head + 1) & (len(b.buf) - 1)
-	b.n--
-	return v, true
+	if !ok {
+		return nil, time.Time{}, false
+	}
+	b.cost -= JobCost(e.job)
+	return e.job, e.at, true
 }
 
-// Peek returns the front item without removing it; ok is false when empty.
-func (b *Bucket[T]) Peek() (v T, ok bool) {
-	if b.n == 0 {
-		return v, false
-	}
-	return b.buf[b.head], true
+func (b *Bucket) RetryLater(job *Job, at time.Time, _ bool) {
+	b.cost += JobCost(job)
+	b.retries.add(job, at)
 }
 
-// grow makes room for one more item, doubling the ring when it is full.
-func (b *Bucket[T]) grow() {
-	if b.n < len(b.buf) {
-		return
+func (b *Bucket) DropFront(drop func(*Job) bool) []*Job {
+	var out []*Job
+	for {
+		e, ok := b.fifo.peek()
+		if !ok || !drop(e.job) {
+			return out
+		}
+		b.fifo.poll()
+		b.cost -= JobCost(e.job)
+		out = append(out, e.job)
 	}
-	size := max(minAlloc, 2*len(b.buf))
-	buf := make([]T, size)
-	for i := range b.n {
-		buf[i] = b.buf[(b.head+i)&(len(b.buf)-1)]
+}
+
+func (b *Bucket) Drain() []*Job {
+	out := b.retries.jobs(make([]*Job, 0, b.Len()))
+	b.retries, b.cost = nil, 0
+	for e, ok := b.fifo.poll(); ok; e, ok = b.fifo.poll() {
+		out = append(out, e.job)
 	}
-	b.buf, b.head = buf, 0
+	return out
 }

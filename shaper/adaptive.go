@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // Adaptive drain rate (LaneSettings.Adaptive; rate_control: adaptive): the
@@ -64,7 +66,7 @@ func (c *aimd) reset(cfg LaneSettings, current float64) float64 {
 }
 
 // adapt feeds the outcome of one try to the controller. Requires l.mu.
-func (l *lane) adapt(job *Job, err error, now time.Time) {
+func (l *lane) adapt(job *queue.Job, err error, now time.Time) {
 	if !l.cfg.Adaptive {
 		return
 	}
@@ -84,7 +86,7 @@ func (l *lane) adapt(job *Job, err error, now time.Time) {
 		c.run = 0
 		l.setRate(min(l.rate+step, l.cfg.Rate))
 	case errors.As(err, &pb) || errors.As(err, &ov):
-		if job.slot.Before(c.cut) {
+		if job.Slot.Before(c.cut) {
 			return // sent at the old rate
 		}
 		c.cut, c.peak, c.run = now, l.rate, 0

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/shaperd/shaper/queue"
 )
 
 // capSink is a downstream whose real capacity is rate per second (GCRA,
@@ -33,7 +34,7 @@ func newCapSink(rate float64, burst int) *capSink {
 	return &capSink{inc: inc, burst: time.Duration(burst) * inc}
 }
 
-func (s *capSink) Deliver(_ context.Context, _ *Job) error {
+func (s *capSink) Deliver(_ context.Context, _ *queue.Job) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -77,7 +78,7 @@ func adaptiveRun(t *testing.T, adaptive bool, d time.Duration) (samples []float6
 	settled := -1
 	for i := 0; time.Since(t0) < d; i++ {
 		for range 10 {
-			h.sh.Submit(&Job{Downstream: "api"})
+			h.sh.Submit(&queue.Job{Downstream: "api"})
 		}
 		time.Sleep(100 * time.Millisecond)
 		r := h.status("api").EffectiveRate
@@ -154,7 +155,7 @@ func TestAdaptiveRecovers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		down := true
-		sink := newRecSink(func(context.Context, *Job) error {
+		sink := newRecSink(func(context.Context, *queue.Job) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if down {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // fakeRemote is a remote Admitter: a keyed limiter behind a gate that
@@ -32,6 +34,9 @@ func (f *fakeRemote) AllowAt(key string, now time.Time, cost int) (limiter.Decis
 	return f.k.AllowAt(key, now, cost)
 }
 
+func (f *fakeRemote) Stats() (limiter.Stats, bool) { return limiter.Stats{}, false }
+func (f *fakeRemote) Blocks() bool                 { return true }
+
 func (f *fakeRemote) Sweep(now time.Time) int { return f.k.Sweep(now) }
 
 func (f *fakeRemote) count() int {
@@ -44,14 +49,14 @@ func remoteShaper(t *testing.T, capacity int, f *fakeRemote) *Shaper {
 	t.Helper()
 	ls := laneCfg("erp", 1, capacity)
 	ls.Admission = &limiter.Config{Mode: limiter.TokenBucketMode, Rate: 0.001, Burst: 2}
-	ls.AdmissionStore = AdmissionStore{Kind: "nats"}
+	ls.AdmissionStore = admission.Store{Kind: "nats"}
 	var err error
 	if f.k, err = limiter.NewKeyed(*ls.Admission); err != nil {
 		t.Fatal(err)
 	}
 	s, err := New(Settings{Lanes: []LaneSettings{ls}}, Deps{
 		Sinks:     func(LaneSettings) (Sink, error) { return newRecSink(nil), nil },
-		Admitters: func(LaneSettings) (Admitter, error) { return f, nil },
+		Admitters: func(admission.Settings) (admission.Admitter, error) { return f, nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +72,7 @@ func TestRemoteAdmissionOutsideLaneLock(t *testing.T) {
 	var wg sync.WaitGroup
 	rcs := make([]Receipt, 3)
 	for i := range rcs {
-		wg.Go(func() { rcs[i] = s.SubmitAt(time.Now(), &Job{Downstream: "erp", Key: "acme"}) })
+		wg.Go(func() { rcs[i] = s.SubmitAt(time.Now(), &queue.Job{Downstream: "erp", Key: "acme"}) })
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for f.count() < 3 {
@@ -99,11 +104,11 @@ func TestRemoteAdmissionOutsideLaneLock(t *testing.T) {
 func TestRemoteAdmissionQueueFullNotCharged(t *testing.T) {
 	f := &fakeRemote{}
 	s := remoteShaper(t, 1, f)
-	if rc := s.SubmitAt(time.Now(), &Job{Downstream: "erp", Key: "a"}); !rc.Accepted {
+	if rc := s.SubmitAt(time.Now(), &queue.Job{Downstream: "erp", Key: "a"}); !rc.Accepted {
 		t.Fatalf("first: %+v", rc)
 	}
 	for i := range 5 {
-		rc := s.SubmitAt(time.Now(), &Job{Downstream: "erp", Key: fmt.Sprint("k", i)})
+		rc := s.SubmitAt(time.Now(), &queue.Job{Downstream: "erp", Key: fmt.Sprint("k", i)})
 		if rc.Accepted || rc.Reason != ReasonQueueFull {
 			t.Fatalf("submission %d: %+v, want queue_full", i, rc)
 		}
@@ -116,9 +121,9 @@ func TestRemoteAdmissionQueueFullNotCharged(t *testing.T) {
 // A store that cannot decide (fail closed) rejects as unavailable with a
 // Retry-After.
 func TestRemoteAdmissionUnavailable(t *testing.T) {
-	f := &fakeRemote{err: fmt.Errorf("kv down: %w", ErrAdmissionUnavailable)}
+	f := &fakeRemote{err: fmt.Errorf("kv down: %w", admission.ErrUnavailable)}
 	s := remoteShaper(t, 10, f)
-	rc := s.SubmitAt(time.Now(), &Job{Downstream: "erp", Key: "a"})
+	rc := s.SubmitAt(time.Now(), &queue.Job{Downstream: "erp", Key: "a"})
 	if rc.Accepted || rc.Reason != ReasonUnavailable || rc.RetryAfter != retryUnavailable {
 		t.Fatalf("receipt %+v, want unavailable with Retry-After %s", rc, retryUnavailable)
 	}

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // lanePlan is one lane of a new configuration, prepared before anything
 // changes so that a failing Apply changes nothing.
 type lanePlan struct {
 	cfg    LaneSettings
-	l      *lane // existing lane (active or draining); nil = new lane
-	sink   Sink  // new sink; nil = keep the lane's
-	q      Queue // a new lane's queue; nil = in memory
-	adm    admitter
+	l      *lane       // existing lane (active or draining); nil = new lane
+	sink   Sink        // new sink; nil = keep the lane's
+	q      queue.Queue // a new lane's queue; nil = in memory
+	adm    admission.Admitter
 	newAdm bool // replace the lane's admitter with adm (may be nil)
 }
 
@@ -93,14 +96,13 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 				errs = append(errs, fmt.Errorf("downstream %q: queue: %w", cfg.Name, err))
 			}
 		}
-		if p.l != nil && !p.l.durable() && old.Fairness != cfg.Fairness {
+		if p.l != nil && old.Fairness != cfg.Fairness {
 			errs = append(errs, fmt.Errorf("downstream %q: fairness cannot change while running; restart", cfg.Name))
 		}
 		if p.l == nil || !reflect.DeepEqual(old.Admission, cfg.Admission) || !reflect.DeepEqual(old.Limits, cfg.Limits) || old.AdmissionStore != cfg.AdmissionStore || shadowChanged(old, cfg) {
-			if p.adm, err = s.newLaneAdmitter(cfg); err != nil {
+			if p.adm, err = s.newAdmitter(cfg); err != nil {
 				errs = append(errs, fmt.Errorf("downstream %q: admission: %w", cfg.Name, err))
 			}
-			p.adm = s.shadowAdmission(p.adm, cfg)
 		} else {
 			p.newAdm = false
 		}
@@ -111,8 +113,8 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 			if c, ok := p.sink.(io.Closer); ok {
 				_ = c.Close()
 			}
-			if dq, ok := p.q.(DurableQueue); ok {
-				_ = dq.Close()
+			if p.q != nil {
+				_ = p.q.Close()
 			}
 		}
 		return nil, err
@@ -173,11 +175,17 @@ func (s *Shaper) removeLane(l *lane) {
 	l.mu.Unlock()
 	s.log.Info("downstream removed from config; draining what it holds", "downstream", l.name)
 	if idle {
-		delete(s.all, l)
-		s.retired = append(s.retired, l.sink)
-		s.met.forget(l.name)
-		if dq, ok := l.q.(DurableQueue); ok {
-			go func() { _ = dq.Close() }() // hands back fetched jobs; not under s.mu
-		}
+		s.retire(l)
 	}
+}
+
+// newAdmitter builds cfg's admission rule (nil: none), with its counters.
+func (s *Shaper) newAdmitter(cfg LaneSettings) (admission.Admitter, error) {
+	return admission.New(admission.Settings{
+		Lane: cfg.Name, Rule: cfg.Admission, Limits: cfg.Limits, Store: cfg.AdmissionStore,
+		Shadow: cfg.Shadow || cfg.AdmissionShadow,
+	}, s.adms, admission.Counters{
+		Refunds:  s.met.refunds.WithLabelValues(cfg.Name),
+		Shadowed: s.met.shadow.WithLabelValues(cfg.Name, string(ReasonRateLimited)),
+	})
 }

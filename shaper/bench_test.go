@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // These benchmarks run in real time for a fixed span, whatever b.N is; run
@@ -28,12 +30,12 @@ type stampSink struct {
 	lag  []time.Duration
 }
 
-func (s *stampSink) Deliver(_ context.Context, job *Job) error {
+func (s *stampSink) Deliver(_ context.Context, job *queue.Job) error {
 	now := time.Now()
 	s.mu.Lock()
 	s.at = append(s.at, now)
-	s.disp = append(s.disp, job.dispatched)
-	s.lag = append(s.lag, now.Sub(job.slot))
+	s.disp = append(s.disp, job.Dispatched)
+	s.lag = append(s.lag, now.Sub(job.Slot))
 	s.mu.Unlock()
 	return nil
 }
@@ -62,7 +64,7 @@ func runBench(b *testing.B, lanes []LaneSettings, jobs int, stagger, span, measu
 			time.Sleep(due - time.Since(begin))
 		}
 		for range jobs {
-			if rc := sh.Submit(&Job{Downstream: ls.Name}); !rc.Accepted {
+			if rc := sh.Submit(&queue.Job{Downstream: ls.Name}); !rc.Accepted {
 				b.Fatalf("submit: %+v", rc)
 			}
 		}
@@ -191,7 +193,7 @@ func BenchmarkSubmitParallel(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			i++
-			if rc := sh.Submit(&Job{ID: "x", Downstream: names[i%4]}); !rc.Accepted {
+			if rc := sh.Submit(&queue.Job{ID: "x", Downstream: names[i%4]}); !rc.Accepted {
 				b.Fatalf("%+v", rc)
 			}
 		}

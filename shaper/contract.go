@@ -8,34 +8,9 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/admission"
 )
-
-// Job is one unit of work for a downstream. Payload and Header are passed to
-// the sink untouched (the sink adds the Shaper-* headers).
-type Job struct {
-	ID         string        // unique; also the Idempotency-Key sent downstream
-	Downstream string        // lane name
-	Key        string        // admission key ("" = the shared anonymous key)
-	Cost       int           // admission cost, >= 1 (0 is treated as 1)
-	Payload    []byte        // opaque
-	Header     http.Header   // producer headers to pass on (may be nil)
-	MaxWait    time.Duration // per-job override of the lane's max wait; 0 = lane default
-	// DedupeID is the producer's Nats-Msg-Id; a durable queue stores the job
-	// under it so the store itself refuses a repeat ("" = none).
-	DedupeID string
-
-	// Set by the shaper.
-	Enqueued time.Time
-	Deadline time.Time // zero = no deadline
-	Attempt  int       // number of the try in progress, from 1
-	// Failures counts the tries that count against RetryPolicy.MaxAttempts
-	// (pushbacks do not). A durable queue restores it (with Attempt) when it
-	// hands back a job tried before.
-	Failures int
-
-	slot       time.Time // schedule slot of the try in progress (for lag measurements)
-	dispatched time.Time // when the scheduler started that try (ditto)
-}
 
 // Reason is why a job was rejected or dropped. The values are SPEC.md's.
 type Reason string
@@ -81,7 +56,7 @@ type Receipt struct {
 // *PushbackError (downstream asked to wait; does not burn an attempt),
 // *PermanentError (no retry); anything else is retried with backoff.
 type Sink interface {
-	Deliver(ctx context.Context, job *Job) error
+	Deliver(ctx context.Context, job *queue.Job) error
 }
 
 // PushbackError reports that the downstream asked us to slow down (HTTP 429
@@ -105,7 +80,7 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 // DeadLetter is a job that failed for good or was dropped, with why.
 type DeadLetter struct {
 	Subject string // the lane's dead_letter subject (never empty when sent)
-	Job     *Job
+	Job     *queue.Job
 	Reason  Reason
 	Err     string
 }
@@ -141,7 +116,7 @@ type LaneSettings struct {
 	Durable bool
 	// AdmissionStore says where Admission's per-key state lives; the zero
 	// value is in memory.
-	AdmissionStore AdmissionStore
+	AdmissionStore admission.Store
 
 	Beyond // issue 7's policies; the zero value turns every one off
 }

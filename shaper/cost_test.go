@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
 )
 
 // TestCostTakesSlotsAndDrainTime: a job of cost N holds N slots of capacity
@@ -18,7 +19,7 @@ func TestCostTakesSlotsAndDrainTime(t *testing.T) {
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"gql": sink})
 		defer h.stop()
 		submit := func(cost int) Receipt {
-			return h.sh.Submit(&Job{Downstream: "gql", Cost: cost, Payload: []byte("x")})
+			return h.sh.Submit(&queue.Job{Downstream: "gql", Cost: cost, Payload: []byte("x")})
 		}
 		if rc := submit(6); rc.Accepted || rc.Reason != ReasonBadRequest {
 			t.Fatalf("cost 6 > max 5: %+v, want bad_request", rc)
@@ -55,14 +56,14 @@ func TestCostChargesAdmission(t *testing.T) {
 		cfg.Admission = &limiter.Config{Mode: limiter.TokenBucketMode, Rate: 1, Burst: 10}
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"gql": newRecSink(nil)})
 		defer h.stop()
-		if rc := h.sh.Submit(&Job{Downstream: "gql", Key: "k", Cost: 8}); !rc.Accepted {
+		if rc := h.sh.Submit(&queue.Job{Downstream: "gql", Key: "k", Cost: 8}); !rc.Accepted {
 			t.Fatalf("cost 8 of burst 10: %+v", rc)
 		}
-		rc := h.sh.Submit(&Job{Downstream: "gql", Key: "k", Cost: 3})
+		rc := h.sh.Submit(&queue.Job{Downstream: "gql", Key: "k", Cost: 3})
 		if rc.Accepted || rc.Reason != ReasonRateLimited || rc.RetryAfter != time.Second {
 			t.Fatalf("cost 3 with 2 tokens left: %+v, want rate_limited after 1s", rc)
 		}
-		if rc := h.sh.Submit(&Job{Downstream: "gql", Key: "k", Cost: 2}); !rc.Accepted {
+		if rc := h.sh.Submit(&queue.Job{Downstream: "gql", Key: "k", Cost: 2}); !rc.Accepted {
 			t.Fatalf("cost 2 with 2 tokens left: %+v", rc)
 		}
 	})
@@ -84,7 +85,7 @@ func TestQueueFullRetryAfterSameBeforeAndAfterStart(t *testing.T) {
 				}
 			}
 			for _, c := range []int{5, 1, 3} {
-				h.sh.Submit(&Job{Downstream: "gql", Cost: c})
+				h.sh.Submit(&queue.Job{Downstream: "gql", Cost: c})
 			}
 			synctest.Wait()
 			if !started {
@@ -95,7 +96,7 @@ func TestQueueFullRetryAfterSameBeforeAndAfterStart(t *testing.T) {
 				l.paused = false // unpaused but not yet started: the start is due now
 				l.mu.Unlock()
 			}
-			rc := h.sh.Submit(&Job{Downstream: "gql", Cost: 2}) // 9 + 2 > 10
+			rc := h.sh.Submit(&queue.Job{Downstream: "gql", Cost: 2}) // 9 + 2 > 10
 			if rc.Reason != ReasonQueueFull || rc.RetryAfter != 100*time.Millisecond {
 				t.Errorf("started=%v: %+v, want queue_full with RetryAfter 100ms", started, rc)
 			}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // dlItem is one dead letter waiting to be published.
@@ -29,7 +31,7 @@ func newDLWorker(s *Shaper) *dlWorker {
 }
 
 // add queues a dead letter for job. Requires l.mu (reads l.cfg); never blocks.
-func (w *dlWorker) add(l *lane, job *Job, reason Reason, why string, failed bool) {
+func (w *dlWorker) add(l *lane, job *queue.Job, reason Reason, why string, failed bool) {
 	it := dlItem{l: l, dl: DeadLetter{Subject: l.cfg.DeadLetter, Job: job, Reason: reason, Err: why}, failed: failed}
 	w.mu.Lock()
 	w.items = append(w.items, it)

@@ -3,6 +3,8 @@ package shaper
 import (
 	"fmt"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // Deadline-aware admission (LaneSettings.RejectWouldExpire): a job whose
@@ -23,27 +25,16 @@ func (l *lane) predictStart(now time.Time, ahead int) time.Time {
 	return later(later(l.next, l.pushback), now).Add(time.Duration(ahead) * l.interval)
 }
 
-// aheadOf is the queued cost that would start before job if it were
-// enqueued now: all of it for a FIFO queue, an estimate under fairness.
-// Requires l.mu.
-func (l *lane) aheadOf(job *Job) int {
-	if f, ok := l.q.(*fairQueue); ok {
-		own := f.keyCost(job.Key)
-		return f.aheadAt(job.Key, own, own+jobCost(job))
-	}
-	return queuedCost(l.q)
-}
-
 // checkDeadline rejects job as would_expire when its predicted start passes
 // its deadline (now + max wait). Retry-After is the time after which, with
 // no new arrivals, the same job would start within its max wait.
 // Requires l.mu.
-func (l *lane) checkDeadline(now time.Time, job *Job, rc Receipt) (Receipt, bool) {
+func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
 	wait := cmp0(job.MaxWait, l.cfg.MaxWait)
 	if !l.cfg.RejectWouldExpire || wait <= 0 || l.paused {
 		return rc, true
 	}
-	start := l.predictStart(now, l.aheadOf(job))
+	start := l.predictStart(now, l.q.Ahead(job))
 	// The scheduler may start a job up to catchUp after its slot (a late
 	// wake-up), and expiry is strict; a job predicted to start within that
 	// margin of its deadline is refused too, or it could expire after all.

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // TestWouldExpire: with RejectWouldExpire a job whose predicted start is
@@ -33,11 +35,11 @@ func TestWouldExpire(t *testing.T) {
 			}
 		}
 		// A shorter per-job max wait is honoured too.
-		if rc := h.sh.Submit(&Job{Downstream: "a", MaxWait: 500 * time.Millisecond}); rc.Accepted || rc.Reason != ReasonWouldExpire {
+		if rc := h.sh.Submit(&queue.Job{Downstream: "a", MaxWait: 500 * time.Millisecond}); rc.Accepted || rc.Reason != ReasonWouldExpire {
 			t.Fatalf("job with max wait 500ms behind 11: %+v", rc)
 		}
 		time.Sleep(20 * time.Millisecond) // the Retry-After of the first rejected job
-		if rc := h.sh.Submit(&Job{Downstream: "a"}); !rc.Accepted {
+		if rc := h.sh.Submit(&queue.Job{Downstream: "a"}); !rc.Accepted {
 			t.Fatalf("retry after Retry-After: %+v, want accepted", rc)
 		}
 		time.Sleep(5 * time.Second)

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // deliver runs one try of job in its own goroutine and books the outcome.
-func (l *lane) deliver(sink Sink, policy RetryPolicy, job *Job, started time.Time) {
+func (l *lane) deliver(sink Sink, policy RetryPolicy, job *queue.Job, started time.Time) {
 	err := sink.Deliver(l.s.dctx, job)
 	done := l.s.clock()
 	l.m.duration.Observe(done.Sub(started).Seconds())
@@ -19,7 +21,7 @@ func (l *lane) deliver(sink Sink, policy RetryPolicy, job *Job, started time.Tim
 
 // finish classifies a try's error and acts on it (SPEC "Delivery to a
 // downstream"). It reports whether a removed lane is now finished.
-func (l *lane) finish(job *Job, err error, policy RetryPolicy, now time.Time) (gone bool) {
+func (l *lane) finish(job *queue.Job, err error, policy RetryPolicy, now time.Time) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.inflight >= l.cfg.Concurrency {
@@ -32,16 +34,12 @@ func (l *lane) finish(job *Job, err error, policy RetryPolicy, now time.Time) (g
 	var perm *PermanentError
 	switch {
 	case err == nil:
-		if dq, ok := l.q.(DurableQueue); ok {
-			// Hold the store's slot to the end of the job's interval, as
-			// level() does for the memory queue.
-			dq.AckAt(job, job.slot.Add(l.drainOf(jobCost(job))))
-		} else {
-			l.q.Ack(job)
-		}
+		// A durable queue holds the store's slot to the end of the job's
+		// interval, as level() does for the memory queue.
+		l.q.Ack(job, job.Slot.Add(l.drainOf(queue.JobCost(job))))
 		l.countOutcome(OutcomeSuccess)
-	case l.s.dctx.Err() != nil && l.durable():
-		l.q.RetryLater(job, now, true) // stays stored: redelivered after restart
+	case l.s.dctx.Err() != nil && l.q.Keep(job):
+		// cancelled at shutdown: stays stored, redelivered after a restart
 	case l.s.dctx.Err() != nil:
 		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())
 	case errors.As(err, &pb):
@@ -58,7 +56,7 @@ func (l *lane) finish(job *Job, err error, policy RetryPolicy, now time.Time) (g
 // onPushback pauses the lane until now+RetryAfter (never shortening a pause
 // already running) and puts job back at the front. The try does not count
 // against MaxAttempts; the job's deadline bounds the waiting. Requires l.mu.
-func (l *lane) onPushback(job *Job, pb *PushbackError, now time.Time) {
+func (l *lane) onPushback(job *queue.Job, pb *PushbackError, now time.Time) {
 	l.c.pushbacks++
 	l.m.pushbacks.Inc()
 	until := now.Add(max(pb.RetryAfter, 0))
@@ -79,7 +77,7 @@ func (l *lane) onPushback(job *Job, pb *PushbackError, now time.Time) {
 
 // onError schedules a retry after backoff, or fails the job once
 // MaxAttempts tries have failed. Requires l.mu.
-func (l *lane) onError(job *Job, err error, policy RetryPolicy, now time.Time) {
+func (l *lane) onError(job *queue.Job, err error, policy RetryPolicy, now time.Time) {
 	job.Failures++
 	if job.Failures >= policy.MaxAttempts {
 		l.fail(job, fmt.Errorf("%d attempts failed, last: %w", job.Failures, err))
@@ -101,7 +99,7 @@ func (l *lane) onError(job *Job, err error, policy RetryPolicy, now time.Time) {
 
 // fail gives job up as failed; the dead-letter publisher books the outcome
 // (dead_lettered or failed). Requires l.mu.
-func (l *lane) fail(job *Job, err error) {
+func (l *lane) fail(job *queue.Job, err error) {
 	l.s.dl.add(l, job, ReasonFailed, err.Error(), true)
 }
 

@@ -3,14 +3,20 @@
 //
 // # Intake
 //
-// Shaper.Submit checks, under the lane's lock: shutting down (unavailable),
-// unknown lane (unknown_downstream), a full bucket (queue_full, Retry-After =
-// time until the next start frees a slot), then the lane's limiter
-// (rate_limited, Retry-After = the limiter's). Capacity is checked before
-// admission, so a queue_full rejection never costs the key a token. The
-// bucket's level is the queued jobs plus the job started in the current
-// drain interval (it is still leaking out): a burst into an idle lane
-// accepts exactly Capacity jobs, however the scheduler interleaves.
+// Every submission takes one path, whatever the lane's queue kind and
+// admission store (lane.submit): under the lane's lock, shutting down
+// (unavailable), unknown lane (unknown_downstream), cost (bad_request), a
+// full bucket (queue_full, Retry-After = time until the next start frees a
+// slot), the key's share under fairness (queue_full), the predicted start
+// (would_expire); then the lane's admission rule (package admission;
+// rate_limited, Retry-After = the limiter's), decided under the lock, or
+// with it released when the decision does I/O and passed back as a value;
+// then the queue (package queue) takes the job, and its Stored answers
+// once the lock is released. Capacity is checked before admission, so a
+// queue_full rejection never costs the key a token. The bucket's level is
+// the queued cost plus the job started in the current drain interval (it
+// is still leaking out): a burst into an idle lane accepts exactly
+// Capacity jobs, however the scheduler interleaves.
 //
 // # Pacing
 //
@@ -51,11 +57,11 @@
 // place (see Apply). Dead letters are published by one goroutine, in order,
 // outside every lock.
 //
-// The lane's queue is reached through the small Queue interface (enqueue
-// with a bound; take, ack, retry later, give up) so that a durable backend
-// (Deps.Queues; package jsqueue stores jobs in NATS JetStream) can replace
-// the in-memory queue.Bucket. A DurableQueue stores asynchronously: intake
-// uses SubmitFunc, and jobs left in it at shutdown stay stored.
+// The lane's queue is a queue.Queue, and what its kinds do differently is
+// its methods: a queue.Bucket or queue.Fair in memory, or a durable kind
+// (Deps.Queues; package queue/jetstream stores jobs in NATS JetStream) whose
+// store enforces the bound, answers Offer asynchronously and keeps its jobs
+// at shutdown. Sinks are built by Deps.Sinks (package shaper/sink).
 //
 // Logs use log/slog and never contain admission keys or payloads.
 package shaper

@@ -2,69 +2,14 @@ package shaper
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/shaperd/shaper/queue"
 )
-
-// TestFairDRROrder: deficit round robin serves keys in turn, each by its
-// weight, and costs count against the turn.
-func TestFairDRROrder(t *testing.T) {
-	q := newFairQueue(LaneSettings{Capacity: 100, Beyond: Beyond{Fairness: true, Weights: map[string]int{"a": 3}}})
-	t0 := time.Unix(0, 0)
-	for i := range 6 {
-		for _, k := range []string{"a", "b", "c"} {
-			if err := q.Enqueue(&Job{Key: k, ID: k}, t0.Add(time.Duration(i))); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := q.Enqueue(&Job{Key: "c", ID: "C", Cost: 2}, t0); err != nil {
-		t.Fatal(err)
-	}
-	var got strings.Builder
-	for q.Len() > 0 {
-		j, _, ok := q.Take(t0.Add(time.Hour))
-		if !ok {
-			t.Fatal("Take: nothing")
-		}
-		got.WriteString(j.ID)
-	}
-	// a weighs 3; c's cost-2 job waits for two turns' credit.
-	if want := "aaabcaaabcbcbcbcbcC"; got.String() != want {
-		t.Errorf("order %s, want %s", got.String(), want)
-	}
-	if q.CostLen() != 0 || len(q.keys) != 0 || len(q.ring) != 0 {
-		t.Errorf("after draining: cost %d, keys %d, ring %d", q.CostLen(), len(q.keys), len(q.ring))
-	}
-}
-
-// TestFairDropFront drops expired jobs at every key's front and keeps the
-// turn where it was.
-func TestFairDropFront(t *testing.T) {
-	q := newFairQueue(LaneSettings{Capacity: 100, Beyond: Beyond{Fairness: true}})
-	t0 := time.Unix(0, 0)
-	for _, id := range []string{"a1", "b1", "c1", "a2", "b2", "c2"} {
-		_ = q.Enqueue(&Job{Key: id[:1], ID: id}, t0)
-	}
-	dropped := q.DropFront(func(j *Job) bool { return j.ID == "b1" || j.ID == "b2" || j.ID == "c1" })
-	if len(dropped) != 3 || q.Len() != 3 || q.CostLen() != 3 {
-		t.Fatalf("dropped %d, left %d (cost %d)", len(dropped), q.Len(), q.CostLen())
-	}
-	var ids []string
-	for q.Len() > 0 {
-		j, _, _ := q.Take(t0)
-		ids = append(ids, j.ID)
-	}
-	if want := []string{"a1", "c2", "a2"}; !slices.Equal(ids, want) {
-		t.Errorf("order %v, want %v", ids, want)
-	}
-}
 
 // fairRun is issue 7's fairness figure: a lane at 100/s, capacity 200;
 // nine tenants each send 5 jobs/s; with flood, a tenth sends 500/s (100×).
@@ -72,7 +17,7 @@ func TestFairDropFront(t *testing.T) {
 func fairRun(t *testing.T, fair, flood bool) (worst, mean time.Duration, flooder []Receipt, h *harness) {
 	var mu sync.Mutex
 	var waits []time.Duration
-	sink := newRecSink(func(_ context.Context, j *Job) error {
+	sink := newRecSink(func(_ context.Context, j *queue.Job) error {
 		if j.Key != "flood" {
 			mu.Lock()
 			waits = append(waits, time.Since(j.Enqueued))
@@ -89,11 +34,11 @@ func fairRun(t *testing.T, fair, flood bool) (worst, mean time.Duration, flooder
 	tenants := []string{"t1", "t2", "t3", "t4", "t5", "t6", "t7", "t8", "t9"}
 	for tick := range 1000 { // 10 s in 10 ms ticks
 		if tick%20 < len(tenants) { // each tenant every 200 ms, staggered
-			h.sh.Submit(&Job{Downstream: "api", Key: tenants[tick%20]})
+			h.sh.Submit(&queue.Job{Downstream: "api", Key: tenants[tick%20]})
 		}
 		if flood {
 			for range 5 {
-				flooder = append(flooder, h.sh.Submit(&Job{Downstream: "api", Key: "flood"}))
+				flooder = append(flooder, h.sh.Submit(&queue.Job{Downstream: "api", Key: "flood"}))
 			}
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -145,15 +90,15 @@ func TestFairnessUnderFlood(t *testing.T) {
 		// Retry-After it is given, a slot of its share has freed.
 		synctest.Wait() // starts due at this instant run first: time is frozen while we submit
 		for range 30 {
-			h.sh.Submit(&Job{Downstream: "api", Key: "flood"})
+			h.sh.Submit(&queue.Job{Downstream: "api", Key: "flood"})
 		}
-		rc := h.sh.Submit(&Job{Downstream: "api", Key: "flood"})
+		rc := h.sh.Submit(&queue.Job{Downstream: "api", Key: "flood"})
 		if rc.Accepted || rc.RetryAfter <= 0 {
 			t.Fatalf("flooder at its share: %+v", rc)
 		}
 		time.Sleep(rc.RetryAfter)
 		synctest.Wait() // the start due at this instant runs before the retry
-		if rc2 := h.sh.Submit(&Job{Downstream: "api", Key: "flood"}); !rc2.Accepted {
+		if rc2 := h.sh.Submit(&queue.Job{Downstream: "api", Key: "flood"}); !rc2.Accepted {
 			t.Errorf("flooder after its Retry-After %v: %+v", rc.RetryAfter, rc2)
 		}
 	})

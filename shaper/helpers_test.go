@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shaperd/shaper/queue"
 	"go.uber.org/goleak"
 )
 
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // (nil = succeed at once). Safe for concurrent use.
 type recSink struct {
 	t0 time.Time
-	fn func(ctx context.Context, job *Job) error
+	fn func(ctx context.Context, job *queue.Job) error
 
 	mu          sync.Mutex
 	tries       []try
@@ -31,11 +32,11 @@ type try struct {
 	attempt int
 }
 
-func newRecSink(fn func(context.Context, *Job) error) *recSink {
+func newRecSink(fn func(context.Context, *queue.Job) error) *recSink {
 	return &recSink{t0: time.Now(), fn: fn}
 }
 
-func (s *recSink) Deliver(ctx context.Context, job *Job) error {
+func (s *recSink) Deliver(ctx context.Context, job *queue.Job) error {
 	s.mu.Lock()
 	s.tries = append(s.tries, try{time.Since(s.t0), job.ID, job.Attempt})
 	s.inflight++
@@ -165,7 +166,7 @@ func (h *harness) stop() {
 func (h *harness) submit(downstream string, n int) []Receipt {
 	out := make([]Receipt, n)
 	for i := range out {
-		out[i] = h.sh.Submit(&Job{Downstream: downstream, Payload: []byte("x")})
+		out[i] = h.sh.Submit(&queue.Job{Downstream: downstream, Payload: []byte("x")})
 	}
 	return out
 }

@@ -5,6 +5,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // lane is one downstream: its queue, its schedule, its sink. Deliveries run
@@ -14,17 +17,17 @@ type lane struct {
 	s    *Shaper
 	name string
 	m    *laneMetrics
-	// remote is whether admission goes to a remote store, kept by
+	// blocking is whether admission decisions do I/O, kept by
 	// noteAdmitter so that every submission can ask without l.mu.
-	remote atomic.Bool
+	blocking atomic.Bool
 
 	mu       sync.Mutex
 	cfg      LaneSettings  // normalized
 	interval time.Duration // 1/rate
 	rate     float64       // effective drain rate: cfg.Rate, or lower under Adaptive
 	ctl      aimd          // adaptive rate control (LaneSettings.Adaptive)
-	q        Queue
-	adm      admitter // nil = no admission control
+	q        queue.Queue
+	adm      admission.Admitter // nil = no admission control
 	sink     Sink
 	next     time.Time // earliest next start on the absolute schedule
 	last     time.Time // schedule slot of the last start; zero before the first
@@ -48,9 +51,9 @@ type counters struct {
 	delivered                                       map[Outcome]uint64
 }
 
-func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter, q Queue) *lane {
+func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Queue) *lane {
 	if q == nil {
-		q = newLaneQueue(cfg)
+		q = newMemoryQueue(cfg)
 	}
 	l := &lane{
 		s: s, name: cfg.Name, m: s.met.forLane(cfg.Name),
@@ -63,19 +66,25 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admitter, q Queue) *lan
 	l.m.paused.Set(0)
 	l.m.depth.Set(0)
 	l.m.inflight.Set(0)
-	if dq, ok := q.(DurableQueue); ok {
-		dq.Bind(l.kick)
-	}
+	q.Start(l.kick)
 	return l
 }
 
-// durable reports whether the lane's jobs are stored outside the process.
-func (l *lane) durable() bool {
-	_, ok := l.q.(DurableQueue)
-	return ok
+// newMemoryQueue is the in-memory queue cfg asks for: a FIFO bucket, or
+// fair between keys.
+func newMemoryQueue(cfg LaneSettings) queue.Queue {
+	if cfg.Fairness {
+		return queue.NewFair(queueSettings(cfg))
+	}
+	return queue.NewBucket(queueSettings(cfg))
 }
 
-// kick reschedules the lane after its durable queue fetched jobs.
+// queueSettings are cfg's settings for its queue.
+func queueSettings(cfg LaneSettings) queue.Settings {
+	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights}
+}
+
+// kick reschedules the lane after its queue fetched jobs (a durable kind).
 func (l *lane) kick() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -89,10 +98,7 @@ func (l *lane) kick() {
 func (l *lane) setConfig(cfg LaneSettings) {
 	l.cfg = cfg
 	l.setRate(l.ctl.reset(cfg, l.rate))
-	l.q.SetCap(cfg.Capacity)
-	if f, ok := l.q.(*fairQueue); ok {
-		f.configure(cfg.Beyond)
-	}
+	l.q.Configure(queueSettings(cfg))
 	l.m.capacity.Set(float64(cfg.Capacity))
 	l.m.rateConfigured.Set(cfg.Rate)
 }
@@ -157,12 +163,12 @@ func (l *lane) canStart() bool {
 
 // start launches one delivery in its own goroutine; slot is the schedule
 // position it takes. Requires l.mu.
-func (l *lane) start(job *Job, slot, now time.Time) {
-	l.lastCost = jobCost(job)
+func (l *lane) start(job *queue.Job, slot, now time.Time) {
+	l.lastCost = queue.JobCost(job)
 	l.last, l.next = slot, slot.Add(l.drainOf(l.lastCost))
 	l.inflight++
 	job.Attempt++
-	job.slot, job.dispatched = slot, now
+	job.Slot, job.Dispatched = slot, now
 	l.c.started++
 	l.m.started.Inc()
 	l.m.inflight.Set(float64(l.inflight))
@@ -176,7 +182,7 @@ func (l *lane) start(job *Job, slot, now time.Time) {
 
 // expired drops job as expired when it cannot start by its deadline at now.
 // Requires l.mu.
-func (l *lane) expired(job *Job, now time.Time) bool {
+func (l *lane) expired(job *queue.Job, now time.Time) bool {
 	if job.Deadline.IsZero() || !now.After(job.Deadline) {
 		return false
 	}
@@ -186,7 +192,7 @@ func (l *lane) expired(job *Job, now time.Time) bool {
 
 // drop gives job up with reason (expired or shutdown), counts it and hands
 // it to the dead-letter publisher. Requires l.mu.
-func (l *lane) drop(job *Job, reason Reason, why string) {
+func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 	l.c.dropped[reason]++
 	l.m.dropped[reason].Inc()
 	l.m.depth.Set(float64(l.q.Len()))
@@ -196,9 +202,7 @@ func (l *lane) drop(job *Job, reason Reason, why string) {
 // reschedule tells the scheduler when this lane next wants to start, if at
 // all. Requires l.mu.
 func (l *lane) reschedule() {
-	if f, ok := l.q.(*fairQueue); ok {
-		l.m.fairKeys.Set(float64(len(f.ring)))
-	}
+	l.m.fairKeys.Set(float64(l.q.Keys()))
 	if !l.canStart() {
 		l.s.sched.wantAt(l, time.Time{}, false)
 		return
@@ -222,10 +226,11 @@ func (l *lane) updatePaused() {
 	l.m.paused.Set(v)
 }
 
-// idle reports whether a removed lane has nothing left to do. Requires l.mu.
-// A durable lane holds nothing of its own: its jobs stay stored.
+// idle reports whether a removed lane has nothing left to do: no job only
+// this process holds (a durable queue's stay stored) and none in flight.
+// Requires l.mu.
 func (l *lane) idle() bool {
-	return l.removed && (l.durable() || l.q.Len() == 0) && l.inflight == 0
+	return l.removed && l.q.Held() == 0 && l.inflight == 0
 }
 
 func later(a, b time.Time) time.Time {

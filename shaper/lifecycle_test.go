@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
 )
 
 // TestApplyNewRateOnQueuedJobs: a new rate applies to queued jobs from the
@@ -111,7 +112,7 @@ func TestShutdownWaitsThenDeadLetters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sink := newRecSink(func(ctx context.Context, _ *Job) error {
+				sink := newRecSink(func(ctx context.Context, _ *queue.Job) error {
 					select {
 					case <-time.After(3 * time.Second):
 						return nil
@@ -164,7 +165,7 @@ func TestAdmission(t *testing.T) {
 		cfg.Admission = &limiter.Config{Mode: limiter.TokenBucketMode, Rate: 0.25, Burst: 2}
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": newRecSink(nil)})
 		defer h.stop()
-		sub := func(key string) Receipt { return h.sh.Submit(&Job{Downstream: "a", Key: key}) }
+		sub := func(key string) Receipt { return h.sh.Submit(&queue.Job{Downstream: "a", Key: key}) }
 		if rc := sub("k"); !rc.Accepted {
 			t.Fatalf("first: %+v", rc)
 		}
@@ -185,7 +186,7 @@ func TestAdmission(t *testing.T) {
 			t.Fatalf("other key: %+v", rc)
 		}
 		time.Sleep(time.Second)
-		if rc := h.sh.Submit(&Job{Downstream: "a", Key: "k", Cost: 3}); rc.Reason != ReasonBadRequest {
+		if rc := h.sh.Submit(&queue.Job{Downstream: "a", Key: "k", Cost: 3}); rc.Reason != ReasonBadRequest {
 			t.Fatalf("cost above burst: %+v", rc)
 		}
 	})
@@ -204,7 +205,7 @@ func TestSubmitConcurrent(t *testing.T) {
 			wg.Go(func() {
 				for i := range 300 {
 					name := []string{"a", "b", "c"}[(g+i)%3]
-					rc := h.sh.Submit(&Job{Downstream: name})
+					rc := h.sh.Submit(&queue.Job{Downstream: name})
 					mu.Lock()
 					byReason[rc.Reason]++
 					mu.Unlock()

@@ -1,7 +1,6 @@
 package shaper
 
 import (
-	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
 )
 
 // twoLimits is 2/s with a burst of 2 AND 5 per 10 s (fixed window).
@@ -37,7 +37,7 @@ func TestSeveralLimits(t *testing.T) {
 		for i := range 44 {
 			at := time.Duration(i) * 250 * time.Millisecond
 			time.Sleep(start.Add(at).Sub(time.Now()))
-			rc := h.sh.Submit(&Job{Downstream: "a", Key: "k"})
+			rc := h.sh.Submit(&queue.Job{Downstream: "a", Key: "k"})
 			var want time.Duration // Retry-After when rejected
 			switch {
 			case admitted[at]:
@@ -70,7 +70,7 @@ func TestSeveralLimitsShadow(t *testing.T) {
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": newRecSink(nil)})
 		defer h.stop()
 		for range 8 { // the bucket admits 2, the window would admit 5
-			if rc := h.sh.Submit(&Job{Downstream: "a", Key: "k"}); !rc.Accepted {
+			if rc := h.sh.Submit(&queue.Job{Downstream: "a", Key: "k"}); !rc.Accepted {
 				t.Fatalf("shadow mode rejected %+v", rc)
 			}
 		}
@@ -81,52 +81,4 @@ func TestSeveralLimitsShadow(t *testing.T) {
 			t.Errorf("refunds %v, want 6 (the window, for each job the bucket refused)", n)
 		}
 	})
-}
-
-// TestMultiAdmitterDecision pins how decisions combine, directly.
-func TestMultiAdmitterDecision(t *testing.T) {
-	s := &Shaper{met: NewMetrics(nil)}
-	adm, err := s.newMultiAdmitter(LaneSettings{Name: "a", Beyond: Beyond{Limits: []limiter.Config{
-		{Mode: limiter.FixedWindowMode, Limit: 3, Window: time.Minute},
-		{Mode: limiter.GCRAMode, Rate: 1, Burst: 2},
-		{Mode: limiter.SlidingLogMode, Limit: 10, Window: time.Hour},
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	steps := []struct {
-		name string
-		at   time.Duration
-		cost int
-		want limiter.Decision
-	}{
-		{"all admit; least remaining", 0, 1, limiter.Decision{Allowed: true, Remaining: 1}},
-		{"gcra rejects; remaining counts the refunded window", 0, 2, limiter.Decision{Remaining: 1, RetryAfter: time.Second}},
-		{"nothing was charged", 0, 1, limiter.Decision{Allowed: true, Remaining: 0}},
-		{"window (59.5 s) and gcra (1.5 s) reject: the longer wait", 500 * time.Millisecond, 2, limiter.Decision{Remaining: 0, RetryAfter: 59500 * time.Millisecond}},
-		{"the window has one", 2 * time.Second, 1, limiter.Decision{Allowed: true, Remaining: 0}},
-		{"window full: until the minute", 30 * time.Second, 1, limiter.Decision{Remaining: 0, RetryAfter: 30 * time.Second}},
-	}
-	for _, st := range steps {
-		got, err := adm.AllowAt("k", t0.Add(st.at), st.cost)
-		if err != nil || got != st.want {
-			t.Fatalf("%s: %+v %v, want %+v", st.name, got, err, st.want)
-		}
-	}
-	// A cost one limit can never admit is an error, and refunds the
-	// limits asked before it.
-	if _, err := adm.AllowAt("k2", t0, 3); !errors.Is(err, limiter.ErrCostTooLarge) {
-		t.Fatalf("cost 3 over gcra burst 2: %v", err)
-	}
-	if d, _ := adm.AllowAt("k2", t0, 2); !d.Allowed || d.Remaining != 0 {
-		t.Fatalf("after the error, k2 should be untouched: %+v", d)
-	}
-	// The lane status counts keys, not keys × limits.
-	if st, ok := admissionStats(adm); !ok || st.Keys != 2 {
-		t.Fatalf("admission stats %+v %v, want 2 keys (k, k2)", st, ok)
-	}
-	if _, err := s.newMultiAdmitter(LaneSettings{Beyond: Beyond{Limits: twoLimits}, AdmissionStore: AdmissionStore{Kind: "nats"}}); err == nil {
-		t.Fatal("a remote store took several limits")
-	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // TestPushbackPausesOnlyThatLane: a pushback pauses its lane for exactly
@@ -15,7 +17,7 @@ import (
 func TestPushbackPausesOnlyThatLane(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var pushed atomic.Bool
-		a := newRecSink(func(context.Context, *Job) error {
+		a := newRecSink(func(context.Context, *queue.Job) error {
 			if pushed.CompareAndSwap(false, true) {
 				return &PushbackError{RetryAfter: 2 * time.Second, Err: errors.New("429")}
 			}
@@ -50,7 +52,7 @@ func TestPushbackPausesOnlyThatLane(t *testing.T) {
 // and the job is dead-lettered after MaxAttempts tries numbered 1..N.
 func TestRetryBackoffThenDeadLetter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := newRecSink(func(context.Context, *Job) error { return errors.New("503 no retry-after") })
+		sink := newRecSink(func(context.Context, *queue.Job) error { return errors.New("503 no retry-after") })
 		cfg := laneCfg("a", 100, 10)
 		cfg.Retry = RetryPolicy{MaxAttempts: 4, InitialBackoff: time.Second, MaxBackoff: 3 * time.Second}
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
@@ -90,7 +92,7 @@ func TestRetryBackoffThenDeadLetter(t *testing.T) {
 // dead-letter subject the outcome is failed.
 func TestPermanentFailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := newRecSink(func(context.Context, *Job) error { return &PermanentError{Err: errors.New("404")} })
+		sink := newRecSink(func(context.Context, *queue.Job) error { return &PermanentError{Err: errors.New("404")} })
 		cfg := laneCfg("a", 10, 10)
 		cfg.DeadLetter = ""
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
@@ -121,7 +123,7 @@ func TestExpiryDropsWithoutSending(t *testing.T) {
 		defer h.stop()
 		h.submit("a", 5)
 		// A per-job MaxWait overrides the lane's.
-		h.sh.Submit(&Job{Downstream: "a", MaxWait: time.Hour})
+		h.sh.Submit(&queue.Job{Downstream: "a", MaxWait: time.Hour})
 		time.Sleep(3200 * time.Millisecond)
 		h.submit("a", 1)
 		time.Sleep(10 * time.Second)

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // TestSeedBurst is SPEC's example: 15 jobs at once into capacity 10 at 2/s.
@@ -119,7 +121,7 @@ func checkWindows(t *testing.T, starts []time.Duration, rate float64) {
 // raises the start rate or the number in flight.
 func TestConcurrencySlowSink(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := newRecSink(func(ctx context.Context, _ *Job) error {
+		sink := newRecSink(func(ctx context.Context, _ *queue.Job) error {
 			time.Sleep(time.Second)
 			return nil
 		})
@@ -152,7 +154,7 @@ func TestLateSchedulerCatchUpBounded(t *testing.T) {
 		}
 		t0 := time.Now()
 		for range 100 {
-			sh.SubmitAt(t0, &Job{Downstream: "a"})
+			sh.SubmitAt(t0, &queue.Job{Downstream: "a"})
 		}
 		l := sh.active["a"]
 		l.runDue(t0)

@@ -3,6 +3,8 @@ package shaper
 import (
 	"fmt"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // maxRemoteDecisions bounds the admission decisions in flight at once
@@ -15,14 +17,10 @@ const maxRemoteDecisions = 1024
 // maxRemoteDecisions are in flight.
 const busyRetryAfter = time.Second
 
-// remoteAdmission reports whether l decides admission through a remote
-// store (network I/O). Lock-free: it is asked for every submission.
-func (l *lane) remoteAdmission() bool { return l.remote.Load() }
-
-// noteAdmitter records in l.remote whether l's admitter is remote, after
-// its admitter or config changed. Requires l.mu (or exclusive access).
+// noteAdmitter records in l.blocking whether l's admission decisions do
+// I/O, after its admitter changed. Requires l.mu (or exclusive access).
 func (l *lane) noteAdmitter() {
-	l.remote.Store(l.adm != nil && l.cfg.AdmissionStore.remote())
+	l.blocking.Store(l.adm != nil && l.adm.Blocks())
 }
 
 // goRemote runs submit on its own goroutine, owned by the Shaper (shutdown
@@ -52,7 +50,7 @@ func (s *Shaper) goRemote(submit func()) bool {
 }
 
 // rejectBusy answers a job that goRemote could not take.
-func (s *Shaper) rejectBusy(l *lane, job *Job) Receipt {
+func (s *Shaper) rejectBusy(l *lane, job *queue.Job) Receipt {
 	rc := Receipt{JobID: job.ID, Downstream: job.Downstream}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // blockingAdmitter admits everything, but each decision waits for release:
@@ -26,7 +28,9 @@ func (a *blockingAdmitter) AllowAt(string, time.Time, int) (limiter.Decision, er
 	return limiter.Decision{Allowed: true}, nil
 }
 
-func (a *blockingAdmitter) Sweep(time.Time) int { return 0 }
+func (a *blockingAdmitter) Sweep(time.Time) int          { return 0 }
+func (a *blockingAdmitter) Stats() (limiter.Stats, bool) { return limiter.Stats{}, false }
+func (a *blockingAdmitter) Blocks() bool                 { return true }
 
 // A lane whose admission store hangs holds up neither the caller nor any
 // other lane; its jobs are answered when the store answers, and shutdown
@@ -36,12 +40,12 @@ func TestRemoteAdmissionDoesNotBlockCaller(t *testing.T) {
 		adm := &blockingAdmitter{release: make(chan struct{})}
 		remote := laneCfg("remote", 100, 10)
 		remote.Admission = &limiter.Config{Mode: limiter.TokenBucketMode, Rate: 10, Burst: 10}
-		remote.AdmissionStore = AdmissionStore{Kind: "nats"}
+		remote.AdmissionStore = admission.Store{Kind: "nats"}
 		local := laneCfg("local", 100, 10)
 		sink := newRecSink(nil)
 		sh, err := New(Settings{Lanes: []LaneSettings{remote, local}, ShutdownGrace: time.Second}, Deps{
 			Sinks:     func(LaneSettings) (Sink, error) { return sink, nil },
-			Admitters: func(LaneSettings) (Admitter, error) { return adm, nil },
+			Admitters: func(admission.Settings) (admission.Admitter, error) { return adm, nil },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -55,9 +59,9 @@ func TestRemoteAdmissionDoesNotBlockCaller(t *testing.T) {
 		var answers []Receipt
 		answer := func(rc Receipt) { mu.Lock(); answers = append(answers, rc); mu.Unlock() }
 		for range 3 {
-			sh.SubmitFunc(&Job{Downstream: "remote", Payload: []byte("r")}, answer)
+			sh.SubmitFunc(&queue.Job{Downstream: "remote", Payload: []byte("r")}, answer)
 		}
-		sh.SubmitFunc(&Job{Downstream: "local", Payload: []byte("l")}, answer)
+		sh.SubmitFunc(&queue.Job{Downstream: "local", Payload: []byte("l")}, answer)
 		synctest.Wait()
 		mu.Lock()
 		if len(answers) != 1 || answers[0].Downstream != "local" || !answers[0].Accepted {
@@ -96,10 +100,10 @@ func TestRemoteAdmissionBounded(t *testing.T) {
 		adm := &blockingAdmitter{release: make(chan struct{})}
 		remote := laneCfg("remote", 100, 10)
 		remote.Admission = &limiter.Config{Mode: limiter.TokenBucketMode, Rate: 10, Burst: 10}
-		remote.AdmissionStore = AdmissionStore{Kind: "nats"}
+		remote.AdmissionStore = admission.Store{Kind: "nats"}
 		sh, err := New(Settings{Lanes: []LaneSettings{remote}}, Deps{
 			Sinks:     func(LaneSettings) (Sink, error) { return newRecSink(nil), nil },
-			Admitters: func(LaneSettings) (Admitter, error) { return adm, nil },
+			Admitters: func(admission.Settings) (admission.Admitter, error) { return adm, nil },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +115,7 @@ func TestRemoteAdmissionBounded(t *testing.T) {
 		var busy []Receipt
 		var mu sync.Mutex
 		for range maxRemoteDecisions + 5 {
-			sh.SubmitFunc(&Job{Downstream: "remote"}, func(rc Receipt) {
+			sh.SubmitFunc(&queue.Job{Downstream: "remote"}, func(rc Receipt) {
 				if rc.Reason == ReasonUnavailable {
 					mu.Lock()
 					busy = append(busy, rc)

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/queue"
 )
 
 // TestShadow: in shadow mode the policies are evaluated and counted in
@@ -34,7 +35,7 @@ func TestShadow(t *testing.T) {
 				h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": newRecSink(nil)})
 				defer h.stop()
 				for range 9 { // 5 fit the 450ms wait; 3 tokens; capacity 8
-					h.sh.Submit(&Job{Downstream: "a", Key: "k"})
+					h.sh.Submit(&queue.Job{Downstream: "a", Key: "k"})
 				}
 				st := h.status("a")
 				if st.Accepted != tc.accepted {

@@ -9,12 +9,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // Deps are the shaper's collaborators. Every field may be left zero.
 type Deps struct {
-	// Sinks builds a lane's sink; nil = NewLaneSink (HTTP sinks only). It
-	// is called by New and, for new lanes or changed sink specs, by Apply.
+	// Sinks builds a lane's sink (package sink's For); nil = none can be
+	// built, so New fails for any lane. It is called by New and, for new
+	// lanes or changed sink specs, by Apply.
 	Sinks func(LaneSettings) (Sink, error)
 	// DeadLetter publishes dead letters; nil = they are only counted and
 	// logged.
@@ -26,15 +30,14 @@ type Deps struct {
 	Logger *slog.Logger
 	// Queues builds the queue of a new lane whose settings ask for it
 	// (LaneSettings.Durable); nil, or a nil Queue, = the in-memory queue.
-	// A DurableQueue's Close is called when its lane is gone or Run ends.
-	Queues func(LaneSettings) (Queue, error)
-	// Admitters builds the admission limiter of a lane whose
-	// LaneSettings.AdmissionStore is not memory (e.g. a NATS KV bucket
-	// shared by instances); nil, or a nil Admitter, = the in-memory
-	// limiter. It is called by New and by Apply when the admission config
-	// changed; an Admitter that implements io.Closer is not closed by the
-	// shaper (its builder owns it).
-	Admitters func(LaneSettings) (Admitter, error)
+	// The queue's Close is called when its lane is gone or Run ends.
+	Queues func(LaneSettings) (queue.Queue, error)
+	// Admitters builds the admission rule of a lane whose
+	// LaneSettings.AdmissionStore is remote (e.g. a NATS KV bucket shared
+	// by instances); a nil Admitter = the in-memory limiter. It is called
+	// by New and by Apply when the admission config changed; the shaper
+	// does not close what it returns (its builder owns it).
+	Admitters admission.Remote
 }
 
 // ErrClosed is returned by Apply, and Run, once Run has returned or begun to
@@ -49,8 +52,8 @@ type Shaper struct {
 	log   *slog.Logger
 	met   *Metrics
 	sinks func(LaneSettings) (Sink, error)
-	qs    func(LaneSettings) (Queue, error)
-	adms  func(LaneSettings) (Admitter, error)
+	qs    func(LaneSettings) (queue.Queue, error)
+	adms  admission.Remote
 	dlr   DeadLetterer
 	clock func() time.Time
 
@@ -59,6 +62,8 @@ type Shaper struct {
 	all     map[*lane]struct{} // active lanes and removed ones still draining
 	grace   time.Duration
 	retired []Sink // replaced sinks, closed when Run ends
+	// closers closes the queues of removed lanes; Run waits for it.
+	closers sync.WaitGroup
 
 	sched      *scheduler
 	dl         *dlWorker
@@ -93,7 +98,9 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 		sh.met = NewMetrics(nil)
 	}
 	if sh.sinks == nil {
-		sh.sinks = NewLaneSink
+		sh.sinks = func(LaneSettings) (Sink, error) {
+			return nil, errors.New("no sink builder (Deps.Sinks)")
+		}
 	}
 	sh.dl = newDLWorker(sh)
 	sh.dctx, sh.dcancel = context.WithCancel(context.Background())
@@ -182,8 +189,10 @@ func (s *Shaper) allLanes() []*lane {
 	return out
 }
 
-// closeSinks closes every sink that implements io.Closer.
+// closeSinks closes every sink that implements io.Closer and every queue,
+// once the queues of removed lanes are closed.
 func (s *Shaper) closeSinks() error {
+	s.closers.Wait()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sinks := s.retired
@@ -197,9 +206,7 @@ func (s *Shaper) closeSinks() error {
 		}
 	}
 	for l := range s.all {
-		if dq, ok := l.q.(DurableQueue); ok {
-			errs = append(errs, dq.Close())
-		}
+		errs = append(errs, l.q.Close())
 	}
 	return errors.Join(errs...)
 }
@@ -215,13 +222,24 @@ func (s *Shaper) forget(l *lane) {
 	if _, ok := s.all[l]; !ok || !gone {
 		return
 	}
+	s.retire(l)
+	s.log.Info("removed downstream drained", "downstream", l.name)
+}
+
+// retire takes a removed lane that has finished out of the shaper: its
+// sink is closed when Run ends, its metric series are deleted, and its
+// queue is closed (a durable one hands fetched jobs back to the store).
+// Requires s.mu.
+func (s *Shaper) retire(l *lane) {
 	delete(s.all, l)
 	s.retired = append(s.retired, l.sink)
 	s.met.forget(l.name)
-	if dq, ok := l.q.(DurableQueue); ok {
-		go func() { _ = dq.Close() }() // hands back fetched jobs; not under s.mu
-	}
-	s.log.Info("removed downstream drained", "downstream", l.name)
+	q := l.q
+	s.closers.Go(func() { // Close waits for the queue's goroutines: not under s.mu
+		if err := q.Close(); err != nil {
+			s.log.Warn("closing a removed downstream's queue failed", "downstream", l.name, "error", err.Error())
+		}
+	})
 }
 
 // waitFor waits for wg; if that takes longer than d it calls late (which

@@ -73,8 +73,10 @@ func (l *lane) status(now time.Time) LaneStatus {
 		t := l.pushback
 		st.PushbackUntil = &t
 	}
-	if as, ok := admissionStats(l.adm); ok {
-		st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
+	if l.adm != nil {
+		if as, ok := l.adm.Stats(); ok {
+			st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
+		}
 	}
 	if l.paused || st.PushbackUntil != nil {
 		st.EffectiveRate = 0

@@ -8,8 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/queue"
 )
 
 // Headers the queue stores with each job.
@@ -21,7 +20,7 @@ const (
 )
 
 // encode builds the message that stores job on subject.
-func encode(subject string, job *shaper.Job) *nats.Msg {
+func encode(subject string, job *queue.Job) *nats.Msg {
 	m := &nats.Msg{Subject: subject, Data: job.Payload, Header: make(nats.Header, len(job.Header)+4)}
 	for k, v := range job.Header {
 		m.Header[k] = v
@@ -39,9 +38,9 @@ func encode(subject string, job *shaper.Job) *nats.Msg {
 
 // decode rebuilds the job stored in m for lane. Tries already made (the
 // delivery count minus this one) count as failures.
-func decode(m natsjs.Msg, lane string) *shaper.Job {
+func decode(m natsjs.Msg, lane string) *queue.Job {
 	h := m.Headers()
-	job := &shaper.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID)}
+	job := &queue.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID)}
 	job.Enqueued = unixNano(h.Get(hdrEnqueued))
 	job.Deadline = unixNano(h.Get(hdrDeadline))
 	if md, err := m.Metadata(); err == nil {

@@ -15,7 +15,7 @@
 //
 // # Intake
 //
-// Queue.EnqueueAsync publishes with PublishMsgAsync inside a bounded window
+// Queue.Offer publishes with PublishMsgAsync inside a bounded window
 // and answers from the PubAck: accepted only once the store acknowledged.
 //
 // # Drain

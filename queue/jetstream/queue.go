@@ -2,15 +2,13 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"sync"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/queue"
 )
 
 // Tuning of the drain.
@@ -23,15 +21,18 @@ const (
 
 // held is a fetched message and the job it carries.
 type held struct {
-	job *shaper.Job
+	job *queue.Job
 	msg natsjs.Msg
 	at  time.Time // ready to start from
 }
 
-// Queue is one downstream's durable queue: a shaper.DurableQueue. Create it
+// Queue is one downstream's durable queue, a queue.Queue whose jobs are
+// stored in the stream: Offer's Stored publishes and waits for the PubAck,
+// Take hands out fetched messages, Ack acks (held to the end of the job's
+// drain interval), RetryLater naks with a delay, GiveUp terms. Create it
 // with Store.Queue. Its methods are safe for concurrent use and never block
 // on I/O (acks and naks are sent without waiting for an answer); its two
-// goroutines (fetch, maintain) run from Bind until Close.
+// goroutines (fetch, maintain) run from Start until Close.
 type Queue struct {
 	st       *Store
 	name     string
@@ -48,8 +49,8 @@ type Queue struct {
 	mu       sync.Mutex
 	buf      []held                     // fetched, not taken; FIFO
 	pb       []held                     // pushed back, held locally until at; sorted by at
-	taken    map[*shaper.Job]natsjs.Msg // started, not yet acked or termed
-	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (AckAt)
+	taken    map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
+	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
 	depth    int                        // stream's messages (refreshed; adjusted locally)
 	capacity int
 	capDirty bool
@@ -59,19 +60,27 @@ type Queue struct {
 	broken   error // ErrIncompatible found after start-up
 }
 
-var _ shaper.DurableQueue = (*Queue)(nil)
+var _ queue.Queue = (*Queue)(nil)
+
+// QueueSettings are what a downstream's queue needs of its lane's settings.
+type QueueSettings struct {
+	Name        string
+	Capacity    int     // the stream's max_msgs
+	Rate        float64 // starts per second: sizes the prefetch
+	Concurrency int     // deliveries in flight: sizes the prefetch
+}
 
 // Queue returns downstream ls.Name's queue. It does no I/O: the stream and
-// consumer are ensured by its own goroutine once Bind starts it (start-up
+// consumer are ensured by its own goroutine once Start starts it (start-up
 // calls Store.Ensure first, so an incompatible stream stops the daemon).
-func (st *Store) Queue(ls shaper.LaneSettings) (*Queue, error) {
+func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	if ls.Capacity < 1 {
 		return nil, fmt.Errorf("jetstream: capacity must be >= 1, got %d", ls.Capacity)
 	}
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
 		prefetch: prefetchFor(ls), wake: make(chan struct{}, 1),
-		taken: map[*shaper.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, capacity: ls.Capacity,
+		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, capacity: ls.Capacity,
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	return q, nil
@@ -80,13 +89,13 @@ func (st *Store) Queue(ls shaper.LaneSettings) (*Queue, error) {
 // prefetchFor is how many fetched jobs a lane may hold: its concurrency, or
 // 20 ms of drain at its rate when that is more (a prefetch of 1 would cap a
 // fast lane at one start per fetch round trip), at most maxPrefetch.
-func prefetchFor(ls shaper.LaneSettings) int {
+func prefetchFor(ls QueueSettings) int {
 	ahead := int(math.Ceil(ls.Rate * prefetchAhead.Seconds()))
 	return min(max(ls.Concurrency, ahead, 1), maxPrefetch)
 }
 
-// Bind starts fetching; ready is called when jobs were fetched.
-func (q *Queue) Bind(ready func()) {
+// Start starts fetching; ready is called when jobs were fetched.
+func (q *Queue) Start(ready func()) {
 	q.ready = ready
 	q.wg.Go(q.maintain)
 	q.wg.Go(q.fetch)
@@ -117,8 +126,21 @@ func (q *Queue) handBack() {
 	}
 }
 
-// EnqueueAsync stores job in the stream (see shaper.DurableQueue).
-func (q *Queue) EnqueueAsync(job *shaper.Job, done func(int, error)) {
+// Offer returns the Stored that publishes job to the stream: it may block
+// while the window of unacknowledged publishes is full, and calls done
+// from the store's goroutine with the job's position (an estimate: the
+// stream is shared) or an error wrapping queue.ErrFull (the stream is at
+// max_msgs) or queue.ErrDuplicate (its Nats-Msg-Id was stored already).
+func (q *Queue) Offer(job *queue.Job, _ time.Time) queue.Stored {
+	return queue.Later(func(done func(queue.Placed, error)) {
+		q.enqueue(job, func(pos int, err error) {
+			done(queue.Placed{Position: pos, Ahead: max(pos-1, 0)}, err)
+		})
+	})
+}
+
+// enqueue stores job in the stream.
+func (q *Queue) enqueue(job *queue.Job, done func(int, error)) {
 	q.mu.Lock()
 	broken := q.broken
 	q.mu.Unlock()
@@ -143,9 +165,39 @@ func (q *Queue) streamHandle() natsjs.Stream {
 	return q.s
 }
 
-// Enqueue is not used for a durable queue (the shaper calls EnqueueAsync).
-func (q *Queue) Enqueue(*shaper.Job, time.Time) error {
-	return errors.New("jetstream: Enqueue is not supported; use EnqueueAsync")
+// Fits is true: the stream enforces the bound (max_msgs, shared by every
+// instance) when a job is stored.
+func (q *Queue) Fits(int) bool { return true }
+
+// Ahead is the stream's depth: every stored job starts first.
+func (q *Queue) Ahead(*queue.Job) int { return q.Len() }
+
+// Share is the zero Share: a durable queue has no per-key shares.
+func (q *Queue) Share(*queue.Job) queue.Share { return queue.Share{} }
+
+// Cost is Len: the stream bounds jobs by count, not cost.
+func (q *Queue) Cost() int { return q.Len() }
+
+// Held is 0: every job stays stored, none is only this process's.
+func (q *Queue) Held() int { return 0 }
+
+// Keys is 0: no fairness.
+func (q *Queue) Keys() int { return 0 }
+
+// Configure changes the bound; the stream is updated in the background.
+func (q *Queue) Configure(s queue.Settings) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if s.Capacity != q.capacity {
+		q.capacity, q.capDirty = s.Capacity, true
+	}
+}
+
+// Keep holds a job whose delivery was cancelled at shutdown, as a pushback
+// does; Close hands it back to the stream, which redelivers it.
+func (q *Queue) Keep(job *queue.Job) bool {
+	q.RetryLater(job, time.Time{}, true)
+	return true
 }
 
 // NextReady returns when the next held job may start.
@@ -162,7 +214,7 @@ func (q *Queue) NextReady() (time.Time, bool) {
 }
 
 // Take hands out the next job: a pushed-back job first once its time came.
-func (q *Queue) Take(now time.Time) (*shaper.Job, time.Time, bool) {
+func (q *Queue) Take(now time.Time) (*queue.Job, time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var h held
@@ -179,15 +231,12 @@ func (q *Queue) Take(now time.Time) (*shaper.Job, time.Time, bool) {
 	return h.job, h.at, true
 }
 
-// Ack acknowledges a delivered job: the stream deletes it.
-func (q *Queue) Ack(job *shaper.Job) { q.AckAt(job, time.Time{}) }
-
-// AckAt acks job's message at at (see shaper.DurableQueue): until then it
+// Ack acks job's message at at: until then it
 // stays in the stream and counts against the bound, as the slot the job
 // started in does in the memory queue, so a burst into an idle downstream
 // accepts exactly min(N, capacity) on either backend. A crash while an ack
 // is held redelivers that one job (at most the last start per downstream).
-func (q *Queue) AckAt(job *shaper.Job, at time.Time) {
+func (q *Queue) Ack(job *queue.Job, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	m, ok := q.taken[job]
@@ -219,7 +268,7 @@ func (q *Queue) ackLocked(m natsjs.Msg) {
 // RetryLater naks job with the delay until at, so the retry waits in the
 // stream; a pushed-back job is held here (kept alive) while the lane
 // pauses, so the pushback does not count as a delivery.
-func (q *Queue) RetryLater(job *shaper.Job, at time.Time, pushback bool) {
+func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	m, ok := q.taken[job]
@@ -245,7 +294,7 @@ func (q *Queue) RetryLater(job *shaper.Job, at time.Time, pushback bool) {
 }
 
 // GiveUp terms job (its dead letter was published): the stream deletes it.
-func (q *Queue) GiveUp(job *shaper.Job) {
+func (q *Queue) GiveUp(job *queue.Job) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if m, ok := q.taken[job]; ok {
@@ -257,11 +306,11 @@ func (q *Queue) GiveUp(job *shaper.Job) {
 
 // DropFront drops nothing: expiry of stored jobs is checked when a start
 // reaches them.
-func (q *Queue) DropFront(func(*shaper.Job) bool) []*shaper.Job { return nil }
+func (q *Queue) DropFront(func(*queue.Job) bool) []*queue.Job { return nil }
 
 // Drain stops fetching and hands fetched jobs back to the stream; it
 // returns none, since the stored jobs stay stored (SPEC "Lifecycle").
-func (q *Queue) Drain() []*shaper.Job {
+func (q *Queue) Drain() []*queue.Job {
 	q.handBack()
 	return nil
 }
@@ -279,15 +328,6 @@ func (q *Queue) Cap() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.capacity
-}
-
-// SetCap changes the bound; the stream is updated in the background.
-func (q *Queue) SetCap(n int) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if n != q.capacity {
-		q.capacity, q.capDirty = n, true
-	}
 }
 
 // signal wakes the fetcher. Requires q.mu or nothing; never blocks.

@@ -13,7 +13,6 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/queue"
-	"github.com/shaperd/shaper/shaper"
 )
 
 // Defaults for zero fields of Settings.
@@ -87,7 +86,7 @@ type Store struct {
 
 type pendingPub struct {
 	q    *Queue
-	job  *shaper.Job
+	job  *queue.Job
 	done func(int, error)
 }
 
@@ -118,23 +117,21 @@ func (st *Store) Subject(downstream string) string {
 	return st.set.SubjectPrefix + "." + downstream
 }
 
-// Ensure creates or checks the stream and consumer of every durable lane,
-// returning every problem at once. It is what start-up calls while NATS is
+// Ensure creates or checks the stream and consumer of every queue in
+// queues, returning every problem at once. It is what start-up calls while NATS is
 // reachable, so that an incompatible stream stops the daemon.
-func (st *Store) Ensure(ctx context.Context, lanes []shaper.LaneSettings) error {
+func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	var errs []error
-	for _, ls := range lanes {
-		if ls.Durable {
-			if _, _, err := st.ensure(ctx, ls.Name, ls.Capacity); err != nil {
-				errs = append(errs, err)
-			}
+	for _, qs := range queues {
+		if _, _, err := st.ensure(ctx, qs.Name, qs.Capacity); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
 // publish stores job for q; done gets the PubAck's answer.
-func (st *Store) publish(q *Queue, job *shaper.Job, done func(int, error)) {
+func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
 	m := encode(q.subject, job)
 	st.mu.Lock()
 	st.pending[m] = pendingPub{q: q, job: job, done: done}
@@ -181,7 +178,7 @@ func (st *Store) duplicate(p pendingPub, seq uint64) {
 			p.job.ID = raw.Header.Get(hdrJobID)
 		}
 	}
-	p.done(0, shaper.ErrDuplicate)
+	p.done(0, queue.ErrDuplicate)
 }
 
 func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {

@@ -12,7 +12,6 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/queue"
-	"github.com/shaperd/shaper/shaper"
 )
 
 func runStore(t *testing.T) (*Store, natsjs.JetStream) {
@@ -46,7 +45,7 @@ func TestEnsureIncompatibleStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = st.Ensure(ctx, []shaper.LaneSettings{{Name: "printer", Capacity: 10, Durable: true}})
+	err = st.Ensure(ctx, []QueueSettings{{Name: "printer", Capacity: 10}})
 	if !errors.Is(err, ErrIncompatible) {
 		t.Fatalf("Ensure: %v, want ErrIncompatible", err)
 	}
@@ -69,8 +68,8 @@ func TestEnsureIncompatibleStream(t *testing.T) {
 // refusal is queue.ErrFull; a changed capacity updates the stream.
 func TestEnqueueFullAndSetCap(t *testing.T) {
 	st, js := runStore(t)
-	ls := shaper.LaneSettings{Name: "printer", Capacity: 2, Rate: 1, Durable: true}
-	if err := st.Ensure(context.Background(), []shaper.LaneSettings{ls}); err != nil {
+	ls := QueueSettings{Name: "printer", Capacity: 2, Rate: 1}
+	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
 		t.Fatal(err)
 	}
 	q, err := st.Queue(ls)
@@ -83,7 +82,7 @@ func TestEnqueueFullAndSetCap(t *testing.T) {
 			err error
 		}
 		ch := make(chan res, 1)
-		q.EnqueueAsync(&shaper.Job{ID: id, Payload: []byte(id), Enqueued: time.Now()},
+		q.enqueue(&queue.Job{ID: id, Payload: []byte(id), Enqueued: time.Now()},
 			func(pos int, err error) { ch <- res{pos, err} })
 		r := <-ch
 		return r.pos, r.err
@@ -96,9 +95,9 @@ func TestEnqueueFullAndSetCap(t *testing.T) {
 	if _, err := store("c"); !errors.Is(err, queue.ErrFull) {
 		t.Fatalf("third store into capacity 2: %v, want queue.ErrFull", err)
 	}
-	q.Bind(func() {})
+	q.Start(func() {})
 	defer q.Close()
-	q.SetCap(3)
+	q.Configure(queue.Settings{Capacity: 3})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		s, _ := js.Stream(context.Background(), "SHAPER_printer")
@@ -118,7 +117,7 @@ func TestPrefetch(t *testing.T) {
 		conc int
 		want int
 	}{{1, 1, 1}, {50, 1, 1}, {1000, 1, 20}, {1000, 64, 64}, {1e6, 1, maxPrefetch}} {
-		if got := prefetchFor(shaper.LaneSettings{Rate: tc.rate, Concurrency: tc.conc}); got != tc.want {
+		if got := prefetchFor(QueueSettings{Rate: tc.rate, Concurrency: tc.conc}); got != tc.want {
 			t.Errorf("prefetchFor(rate %g, concurrency %d) = %d, want %d", tc.rate, tc.conc, got, tc.want)
 		}
 	}

@@ -12,20 +12,23 @@ import (
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/limiter"
 	"github.com/shaperd/shaper/limiter/natskv"
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/admission"
 )
 
 // kvAdmitter is a natskv.Limiter as the shaper wants it: a fail-closed
-// store failure wraps shaper.ErrAdmissionUnavailable.
+// store failure wraps admission.ErrUnavailable; decisions do I/O.
 type kvAdmitter struct{ *natskv.Limiter }
 
 func (a kvAdmitter) AllowAt(key string, now time.Time, cost int) (limiter.Decision, error) {
 	d, err := a.Limiter.AllowAt(key, now, cost)
 	if errors.Is(err, natskv.ErrUnavailable) {
-		err = fmt.Errorf("%w: %w", shaper.ErrAdmissionUnavailable, err)
+		err = fmt.Errorf("%w: %w", admission.ErrUnavailable, err)
 	}
 	return d, err
 }
+
+func (kvAdmitter) Stats() (limiter.Stats, bool) { return limiter.Stats{}, false }
+func (kvAdmitter) Blocks() bool                 { return true }
 
 // admitters prepares the admission store of admission.store nats (one KV
 // bucket, nats.jetstream.admission_bucket) and returns the shaper's
@@ -33,7 +36,7 @@ func (a kvAdmitter) AllowAt(key string, now time.Time, cost int) (limiter.Decisi
 // and before NATS closes. While NATS is reachable at start and a downstream
 // uses the store, the bucket is created or checked now, so an incompatible
 // bucket stops start-up; otherwise it is created on first use.
-func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (shaper.Admitter, error), func() error, error) {
+func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn) (admission.Remote, func() error, error) {
 	j := cfg.NATS.JetStream
 	st, err := natskv.New(nc, natskv.Settings{
 		Bucket:   j.AdmissionBucket,
@@ -64,12 +67,12 @@ func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn
 	}
 	var mu sync.Mutex
 	current := map[string]*natskv.Limiter{}
-	build := func(ls shaper.LaneSettings) (shaper.Admitter, error) {
-		if ls.AdmissionStore.Kind != config.AdmissionNATS {
-			return nil, fmt.Errorf("admission store %q is not supported", ls.AdmissionStore.Kind)
+	build := func(as admission.Settings) (admission.Admitter, error) {
+		if as.Store.Kind != config.AdmissionNATS {
+			return nil, fmt.Errorf("admission store %q is not supported", as.Store.Kind)
 		}
-		l, err := st.Limiter(ls.Name, *ls.Admission, natskv.Options{
-			FailClosed: ls.AdmissionStore.FailClosed, Approximate: ls.AdmissionStore.Approximate,
+		l, err := st.Limiter(as.Lane, *as.Rule, natskv.Options{
+			FailClosed: as.Store.FailClosed, Approximate: as.Store.Approximate,
 		})
 		if err != nil {
 			return nil, err
@@ -77,10 +80,10 @@ func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn
 		// A reload replaces the lane's limiter: stop the old one's
 		// background sync (it decides exactly until the lane drops it).
 		mu.Lock()
-		if old := current[ls.Name]; old != nil {
+		if old := current[as.Lane]; old != nil {
 			_ = old.Close()
 		}
-		current[ls.Name] = l
+		current[as.Lane] = l
 		mu.Unlock()
 		return kvAdmitter{l}, nil
 	}

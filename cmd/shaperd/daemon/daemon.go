@@ -17,6 +17,7 @@ import (
 
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/sink"
 )
 
 // maxDedupeIDs caps the Nats-Msg-Id table (about 100 B per entry).
@@ -172,8 +173,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	cleanups = append(cleanups, closeAdmission) // after the shaper stopped, before NATS closes
 	sh, err := shaper.New(cfg.ShaperSettings(), shaper.Deps{
-		Sinks:      d.sinkFactory(nc),
-		DeadLetter: &deadLetterer{nc: nc},
+		Sinks:      sink.For(nc),
+		DeadLetter: &sink.DeadLetters{NC: nc},
 		Metrics:    d.jobs,
 		Logger:     d.log,
 		Queues:     queues,
@@ -243,7 +244,7 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) 
 		jobs:     d.jobs,
 		metrics:  d.metrics,
 		dedupe:   d.dedupe,
-		dead:     &deadLetterer{nc: nc},
+		dead:     &sink.DeadLetters{NC: nc},
 		nc:       nc,
 		log:      d.log,
 		newJobID: nuid.Next,
@@ -279,19 +280,6 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) 
 func (d *Daemon) known(name string) (string, bool) {
 	dl, ok := d.view.Load().known[name]
 	return dl, ok
-}
-
-// sinkFactory builds each lane's sink: NATS sinks here, HTTP in shaper.
-func (d *Daemon) sinkFactory(nc *nats.Conn) func(shaper.LaneSettings) (shaper.Sink, error) {
-	return func(ls shaper.LaneSettings) (shaper.Sink, error) {
-		switch {
-		case ls.Sink.NATS != nil:
-			return &natsSink{nc: nc, spec: *ls.Sink.NATS}, nil
-		case ls.Sink.HTTP != nil:
-			return shaper.NewHTTPSink(*ls.Sink.HTTP)
-		}
-		return nil, fmt.Errorf("downstream %q has no sink", ls.Name)
-	}
 }
 
 // drainSubscription stops intake: messages already delivered to the client

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
 )
@@ -21,21 +22,20 @@ const ensureTimeout = 10 * time.Second
 // it creates or checks every stream now, so an incompatible stream stops
 // start-up with a clear error; otherwise each queue keeps trying in the
 // background (/readyz is false until NATS is connected).
-func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (shaper.Queue, error), error) {
+func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Queue, error), error) {
 	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
 		return nil, err
 	}
-	lanes := cfg.ShaperSettings().Lanes
-	durable := 0
-	for _, ls := range lanes {
+	var durable []jetstream.QueueSettings
+	for _, ls := range cfg.ShaperSettings().Lanes {
 		if ls.Durable {
-			durable++
+			durable = append(durable, queueSettings(ls))
 		}
 	}
-	if durable > 0 && nc.IsConnected() {
+	if len(durable) > 0 && nc.IsConnected() {
 		ectx, cancel := context.WithTimeout(ctx, ensureTimeout)
-		err := st.Ensure(ectx, lanes)
+		err := st.Ensure(ectx, durable)
 		cancel()
 		switch {
 		case errors.Is(err, jetstream.ErrIncompatible):
@@ -44,8 +44,8 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 			d.log.Warn("jetstream queues not ready yet; retrying in the background", "error", err.Error())
 		}
 	}
-	return func(ls shaper.LaneSettings) (shaper.Queue, error) {
-		q, err := st.Queue(ls)
+	return func(ls shaper.LaneSettings) (queue.Queue, error) {
+		q, err := st.Queue(queueSettings(ls))
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
@@ -68,4 +68,9 @@ func jetStreamSettings(cfg config.Config, d *Daemon) jetstream.Settings {
 		PinnedTTL:     j.PinnedTTL,
 		Logger:        d.log,
 	}
+}
+
+// queueSettings are what a lane's durable queue needs of its settings.
+func queueSettings(ls shaper.LaneSettings) jetstream.QueueSettings {
+	return jetstream.QueueSettings{Name: ls.Name, Capacity: ls.Capacity, Rate: ls.Rate, Concurrency: ls.Concurrency}
 }

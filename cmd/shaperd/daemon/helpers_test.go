@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/sink"
 )
 
 // testAdmin is the admin listener of a daemon that was never Run: a shaper
@@ -40,7 +42,7 @@ func startTestAdmin(t *testing.T, admin config.Admin, lanes ...string) *testAdmi
 		set.Lanes = append(set.Lanes, shaper.LaneSettings{Name: name, Rate: 2, Capacity: 10,
 			Sink: shaper.SinkSpec{HTTP: &shaper.HTTPSinkSpec{URL: "http://127.0.0.1:1/never", Method: "POST"}}})
 	}
-	sh, err := shaper.New(set, shaper.Deps{})
+	sh, err := shaper.New(set, shaper.Deps{Sinks: sink.For(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +69,7 @@ func adminLoopback() config.Admin { return config.Admin{Listen: "127.0.0.1:0"} }
 func (a *testAdmin) submit(lane string, n int) int {
 	accepted := 0
 	for i := range n {
-		if a.sh.Submit(&shaper.Job{ID: fmt.Sprintf("%s-%d", lane, i), Downstream: lane}).Accepted {
+		if a.sh.Submit(&queue.Job{ID: fmt.Sprintf("%s-%d", lane, i), Downstream: lane}).Accepted {
 			accepted++
 		}
 	}

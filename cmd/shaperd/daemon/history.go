@@ -3,13 +3,14 @@ package daemon
 import (
 	"context"
 	"encoding/json"
-	"github.com/prometheus/client_golang/prometheus"
 	"maps"
 	"math"
 	"net/http"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaperd/shaper/shaper"
 )

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -9,12 +10,15 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/sink"
 )
 
 // intake turns intake messages into submissions and answers producers.
-// handle is called by one subscription, so calls never overlap; the dedupe
-// check-then-remember relies on that.
+// Answers may come from other goroutines than handle's (a durable store's,
+// a remote admission decision's), so a message id is claimed in dedupe
+// before its job is submitted and settled with the answer.
 type intake struct {
 	limits   func() intakeLimits
 	shaper   *shaper.Shaper
@@ -22,7 +26,7 @@ type intake struct {
 	metrics  *daemonMetrics
 	dedupe   *dedupe
 	known    func(downstream string) (deadLetter string, ok bool) // configured downstreams
-	dead     *deadLetterer
+	dead     *sink.DeadLetters
 	nc       *nats.Conn
 	log      *slog.Logger
 	newJobID func() string
@@ -37,14 +41,8 @@ func (in *intake) handle(msg *nats.Msg) {
 		in.reject(msg, job, rej)
 		return
 	}
-	if msgID != "" {
-		if jobID, ok := in.dedupe.lookup(now, msgID); ok {
-			in.metrics.duplicates.Inc()
-			in.respond(msg, in.replies.accepted(msg.Reply, shaper.Receipt{
-				Accepted: true, JobID: jobID, Downstream: job.Downstream,
-			}, true))
-			return
-		}
+	if msgID != "" && !in.claim(now, msg, job, msgID) {
+		return
 	}
 	job.ID = in.newJobID()
 	job.DedupeID = msgID
@@ -56,16 +54,20 @@ func (in *intake) handle(msg *nats.Msg) {
 
 // answer replies to one submission. It may run concurrently with handle
 // (durable lanes), so it builds its reply in a pooled buffer, not in.replies.
-func (in *intake) answer(msg *nats.Msg, job *shaper.Job, msgID string, now time.Time, rc shaper.Receipt) {
+func (in *intake) answer(msg *nats.Msg, job *queue.Job, msgID string, now time.Time, rc shaper.Receipt) {
+	if !rc.Accepted {
+		in.answerRejected(msg, job, rc.Reason, rc.RetryAfter, rc.Err)
+		return
+	}
+	if msgID != "" {
+		in.dedupe.settle(now, msgID, rc)
+	}
 	if !rc.Accepted {
 		in.answerRejected(msg, job, rc.Reason, rc.RetryAfter, rc.Err)
 		return
 	}
 	if rc.Duplicate {
 		in.metrics.duplicates.Inc()
-	}
-	if msgID != "" {
-		in.dedupe.remember(now, msgID, rc.JobID)
 	}
 	if msg.Reply == "" {
 		return
@@ -75,12 +77,45 @@ func (in *intake) answer(msg *nats.Msg, job *shaper.Job, msgID string, now time.
 	replyPool.Put(buf) // PublishMsg copied the message
 }
 
+// claim claims msgID for job in dedupe, and reports whether job goes on
+// into the shaper: a duplicate of an accepted job is answered here, and a
+// copy of one on its way gets that copy's answer when it comes.
+func (in *intake) claim(now time.Time, msg *nats.Msg, job *queue.Job, msgID string) bool {
+	jobID, c := in.dedupe.claim(now, msgID, func(rc shaper.Receipt) { in.answerCopy(msg, job, rc) })
+	switch c {
+	case claimDuplicate:
+		in.answerCopy(msg, job, shaper.Receipt{Accepted: true, JobID: jobID, Downstream: job.Downstream})
+	case claimBusy:
+		in.reject(msg, job, &rejection{reason: shaper.ReasonUnavailable, retryAfter: maxWaitingRetry,
+			err: fmt.Errorf("%d copies of message ids are already waiting for their first copy's answer", maxWaiting)})
+	}
+	return c == claimFirst
+}
+
+// answerCopy answers a copy of an accepted job as a duplicate (counted in
+// duplicates, not received) and a copy of a rejected one with the same
+// rejection (counted as received and rejected).
+func (in *intake) answerCopy(msg *nats.Msg, job *queue.Job, rc shaper.Receipt) {
+	if !rc.Accepted {
+		in.reject(msg, job, &rejection{reason: rc.Reason, retryAfter: rc.RetryAfter, err: rc.Err})
+		return
+	}
+	in.metrics.duplicates.Inc()
+	if msg.Reply == "" {
+		return
+	}
+	rc.Downstream, rc.Duplicate = job.Downstream, true
+	buf := replyPool.Get().(*replyBuf)
+	in.respond(msg, buf.accepted(msg.Reply, rc, true))
+	replyPool.Put(buf) // PublishMsg copied the message
+}
+
 // replyPool holds reply buffers for answers built outside handle.
 var replyPool = sync.Pool{New: func() any { return newReplyBuf() }}
 
 // reject answers an intake refusal found before the job reached the shaper;
 // it counts it here because the shaper never saw it.
-func (in *intake) reject(msg *nats.Msg, job *shaper.Job, rej *rejection) {
+func (in *intake) reject(msg *nats.Msg, job *queue.Job, rej *rejection) {
 	label := unknownDownstream
 	if job != nil {
 		if _, ok := in.known(job.Downstream); ok {
@@ -90,15 +125,15 @@ func (in *intake) reject(msg *nats.Msg, job *shaper.Job, rej *rejection) {
 	in.jobs.Received(label)
 	in.jobs.Rejected(label, rej.reason)
 	if job == nil {
-		job = &shaper.Job{Payload: msg.Data}
+		job = &queue.Job{Payload: msg.Data}
 	}
-	in.answerRejected(msg, job, rej.reason, 0, rej.err)
+	in.answerRejected(msg, job, rej.reason, rej.retryAfter, rej.err)
 }
 
 // answerRejected replies to a requester, or dead-letters a plain publish's
 // rejection when its downstream has a dead-letter subject (SPEC.md: a
 // requester was told, so its rejections are only counted).
-func (in *intake) answerRejected(msg *nats.Msg, job *shaper.Job, reason shaper.Reason, retryAfter time.Duration, err error) {
+func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Reason, retryAfter time.Duration, err error) {
 	if msg.Reply != "" {
 		in.respond(msg, rejectedReply(msg.Reply, reason, retryAfter, err))
 		return

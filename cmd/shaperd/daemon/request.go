@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
 )
 
@@ -47,40 +48,39 @@ type intakeLimits struct {
 
 // rejection is an intake refusal with the reason SPEC.md names.
 type rejection struct {
-	reason shaper.Reason
-	err    error
+	reason     shaper.Reason
+	retryAfter time.Duration
+	err        error
 }
 
 // parseJob turns one intake message into a job. It looks only at bounded
 // inputs and allocates nothing proportional to a rejected payload.
-func parseJob(lim intakeLimits, subject string, hdr http.Header, data []byte) (*shaper.Job, string, *rejection) {
+func parseJob(lim intakeLimits, subject string, hdr http.Header, data []byte) (*queue.Job, string, *rejection) {
 	downstream, ok := strings.CutPrefix(subject, lim.prefix)
 	if !ok || downstream == "" || strings.Contains(downstream, ".") {
-		return nil, "", &rejection{shaper.ReasonUnknownDownstream,
-			fmt.Errorf("subject %q names no downstream; publish to %s<downstream>", truncate(subject, 128), lim.prefix)}
+		return nil, "", &rejection{reason: shaper.ReasonUnknownDownstream, err: fmt.Errorf("subject %q names no downstream; publish to %s<downstream>", truncate(subject, 128), lim.prefix)}
 	}
 	// stub carries what a rejection needs: the lane for labels and
 	// dead-letter routing, and the payload for the dead letter.
-	stub := &shaper.Job{Downstream: downstream, Payload: data}
+	stub := &queue.Job{Downstream: downstream, Payload: data}
 	if len(data) > lim.maxPayload {
-		return stub, "", &rejection{shaper.ReasonPayloadTooLarge,
-			fmt.Errorf("payload is %d bytes; ingress.max_payload allows at most %d", len(data), lim.maxPayload)}
+		return stub, "", &rejection{reason: shaper.ReasonPayloadTooLarge, err: fmt.Errorf("payload is %d bytes; ingress.max_payload allows at most %d", len(data), lim.maxPayload)}
 	}
 	key, err := headerValue(hdr, lim.keyHeader, maxKeyBytes)
 	if err != nil {
-		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
 	}
 	msgID, err := headerValue(hdr, hdrMsgID, maxIDBytes)
 	if err != nil {
-		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
 	}
 	maxWait, err := parseMaxWait(hdr.Get(hdrMaxWait))
 	if err != nil {
-		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
 	}
 	cost, err := parseCost(hdr.Get(hdrCost))
 	if err != nil {
-		return stub, "", &rejection{shaper.ReasonBadRequest, err}
+		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
 	}
 	stub.Key, stub.Cost, stub.MaxWait = key, cost, maxWait
 	stub.Header = passThrough(hdr, lim.keyHeader)

@@ -1,4 +1,4 @@
-package daemon
+package sink
 
 import (
 	"context"
@@ -9,19 +9,20 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
 )
 
-// natsSink delivers jobs to a NATS subject, by publish or by request.
-type natsSink struct {
+// NATSSink delivers jobs to a NATS subject, by publish or by request.
+type NATSSink struct {
 	nc   *nats.Conn
 	spec shaper.NATSSinkSpec
 }
 
 // Deliver publishes the job. With Request set, any reply within the timeout
 // is success; a timeout or no responders is a retryable error.
-func (s *natsSink) Deliver(ctx context.Context, job *shaper.Job) error {
-	m := jobMsg(s.spec.Subject, job)
+func (s *NATSSink) Deliver(ctx context.Context, job *queue.Job) error {
+	m := Message(s.spec.Subject, job)
 	m.Header.Set(hdrJobID, job.ID)
 	m.Header.Set(hdrIdemKey, job.ID)
 	m.Header.Set(hdrAttempt, strconv.Itoa(job.Attempt))
@@ -46,8 +47,9 @@ func (s *natsSink) Deliver(ctx context.Context, job *shaper.Job) error {
 	return nil
 }
 
-// jobMsg is a message carrying a job's payload and pass-through headers.
-func jobMsg(subject string, job *shaper.Job) *nats.Msg {
+// Message is a message to subject carrying job's payload and its
+// producer's headers.
+func Message(subject string, job *queue.Job) *nats.Msg {
 	m := nats.NewMsg(subject)
 	for k, v := range job.Header {
 		m.Header[k] = v
@@ -56,16 +58,18 @@ func jobMsg(subject string, job *shaper.Job) *nats.Msg {
 	return m
 }
 
-// deadLetterer publishes dead letters to NATS: the original payload with
-// Shaper-Reason and Shaper-Error headers.
-type deadLetterer struct {
-	nc *nats.Conn
+// DeadLetters publishes dead letters to NATS: the original payload with
+// Shaper-Reason, Shaper-Error, Shaper-Job-Id, Shaper-Downstream and
+// Shaper-Attempt headers. Safe for concurrent use.
+type DeadLetters struct {
+	NC *nats.Conn
 }
 
-func (d *deadLetterer) DeadLetter(_ context.Context, dl shaper.DeadLetter) error {
-	m := jobMsg(dl.Subject, dl.Job)
+// DeadLetter publishes dl to dl.Subject (a core NATS publish).
+func (d *DeadLetters) DeadLetter(_ context.Context, dl shaper.DeadLetter) error {
+	m := Message(dl.Subject, dl.Job)
 	m.Header.Set(hdrReason, string(dl.Reason))
-	m.Header.Set(hdrError, truncate(dl.Err, 1024))
+	m.Header.Set(hdrError, truncate(dl.Err, maxErrHeader))
 	if dl.Job.ID != "" {
 		m.Header.Set(hdrJobID, dl.Job.ID)
 	}
@@ -73,8 +77,26 @@ func (d *deadLetterer) DeadLetter(_ context.Context, dl shaper.DeadLetter) error
 	if dl.Job.Attempt > 0 {
 		m.Header.Set(hdrAttempt, strconv.Itoa(dl.Job.Attempt))
 	}
-	if err := d.nc.PublishMsg(m); err != nil {
+	if err := d.NC.PublishMsg(m); err != nil {
 		return fmt.Errorf("dead-letter job %s to %s: %w", dl.Job.ID, dl.Subject, err)
 	}
 	return nil
+}
+
+// Headers the sinks add (SPEC.md "Delivery to a downstream").
+const (
+	hdrJobID     = "Shaper-Job-Id"
+	hdrAttempt   = "Shaper-Attempt"
+	hdrIdemKey   = "Idempotency-Key"
+	hdrReason    = "Shaper-Reason"
+	hdrError     = "Shaper-Error"
+	maxErrHeader = 1024 // bytes of a dead letter's Shaper-Error
+)
+
+// truncate cuts s to n bytes, marking the cut.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -1,7 +1,8 @@
-package shaper
+package sink
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper"
 )
 
 // Defaults of an HTTP sink.
@@ -30,31 +34,31 @@ const (
 // leak to the downstream.
 //
 // Responses: 2xx = done; 429 or 503 with a valid Retry-After (seconds or an
-// HTTP-date) = *PushbackError; 429/503 without one = *OverloadError
+// HTTP-date) = *shaper.PushbackError; 429/503 without one = *shaper.OverloadError
 // (retryable); other 5xx, timeouts and connection errors = retryable errors; 3xx (redirects are not followed) and
-// other 4xx = *PermanentError.
+// other 4xx = *shaper.PermanentError.
 //
 // An HTTPSink is safe for concurrent use. Deliver blocks until the response
 // (or the timeout or ctx); the zero value is not usable, use NewHTTPSink.
 type HTTPSink struct {
-	spec   HTTPSinkSpec
+	spec   shaper.HTTPSinkSpec
 	client *http.Client
 	now    func() time.Time // for HTTP-date Retry-After; time.Now
 }
 
 // NewHTTPSink validates spec (an absolute http or https URL) and applies its
 // defaults: Method POST, Timeout 10s, MaxIdleConnsPerHost 32.
-func NewHTTPSink(spec HTTPSinkSpec) (*HTTPSink, error) {
+func NewHTTPSink(spec shaper.HTTPSinkSpec) (*HTTPSink, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("http sink: url %q: want an absolute http:// or https:// URL", spec.URL)
 	}
-	spec.Method = strings.ToUpper(cmp0(spec.Method, DefaultHTTPMethod))
-	spec.Timeout = cmp0(spec.Timeout, DefaultHTTPTimeout)
+	spec.Method = strings.ToUpper(cmp.Or(spec.Method, DefaultHTTPMethod))
+	spec.Timeout = cmp.Or(spec.Timeout, DefaultHTTPTimeout)
 	if spec.Timeout < 0 || spec.MaxIdleConnsPerHost < 0 {
 		return nil, fmt.Errorf("http sink: timeout and max idle conns must not be negative")
 	}
-	spec.MaxIdleConnsPerHost = cmp0(spec.MaxIdleConnsPerHost, defaultIdleConns)
+	spec.MaxIdleConnsPerHost = cmp.Or(spec.MaxIdleConnsPerHost, defaultIdleConns)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = spec.MaxIdleConnsPerHost
 	tr.MaxIdleConns = max(tr.MaxIdleConns, spec.MaxIdleConnsPerHost)
@@ -68,20 +72,6 @@ func NewHTTPSink(spec HTTPSinkSpec) (*HTTPSink, error) {
 	}, nil
 }
 
-// NewLaneSink builds the sink for a lane whose spec is HTTP, keeping at
-// least Concurrency idle connections. It is the default Deps.Sinks, and a
-// fallback for one that builds only NATS sinks.
-func NewLaneSink(ls LaneSettings) (Sink, error) {
-	if ls.Sink.HTTP == nil {
-		return nil, fmt.Errorf("downstream %q: no HTTP sink configured and no sink builder for its spec", ls.Name)
-	}
-	spec := *ls.Sink.HTTP
-	if spec.MaxIdleConnsPerHost == 0 {
-		spec.MaxIdleConnsPerHost = max(ls.Concurrency, defaultIdleConns)
-	}
-	return NewHTTPSink(spec)
-}
-
 // Close closes idle connections. In-flight requests are not affected.
 func (s *HTTPSink) Close() error {
 	s.client.CloseIdleConnections()
@@ -89,12 +79,12 @@ func (s *HTTPSink) Close() error {
 }
 
 // Deliver sends one try of job; see HTTPSink for how responses map to errors.
-func (s *HTTPSink) Deliver(ctx context.Context, job *Job) error {
+func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) error {
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, s.spec.Method, s.spec.URL, bytes.NewReader(job.Payload))
 	if err != nil {
-		return &PermanentError{Err: fmt.Errorf("build request: %w", err)}
+		return &shaper.PermanentError{Err: fmt.Errorf("build request: %w", err)}
 	}
 	for k, vs := range s.spec.Headers {
 		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
@@ -102,9 +92,9 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *Job) error {
 	if ct := job.Header.Get("Content-Type"); ct != "" && req.Header.Get("Content-Type") == "" {
 		req.Header.Set("Content-Type", ct)
 	}
-	req.Header.Set("Shaper-Job-Id", job.ID)
-	req.Header.Set("Shaper-Attempt", strconv.Itoa(job.Attempt))
-	req.Header.Set("Idempotency-Key", job.ID)
+	req.Header.Set(hdrJobID, job.ID)
+	req.Header.Set(hdrAttempt, strconv.Itoa(job.Attempt))
+	req.Header.Set(hdrIdemKey, job.ID)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -131,14 +121,14 @@ func (s *HTTPSink) classify(resp *http.Response, head []byte) error {
 	switch {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), s.now()); ok {
-			return &PushbackError{RetryAfter: d, Err: err}
+			return &shaper.PushbackError{RetryAfter: d, Err: err}
 		}
-		return &OverloadError{Err: err}
+		return &shaper.OverloadError{Err: err}
 	case code >= 300 && code < 400:
-		return &PermanentError{Err: fmt.Errorf("%w: redirect to %q not followed (configure the final URL)",
+		return &shaper.PermanentError{Err: fmt.Errorf("%w: redirect to %q not followed (configure the final URL)",
 			err, resp.Header.Get("Location"))}
 	case code >= 400 && code < 500:
-		return &PermanentError{Err: err}
+		return &shaper.PermanentError{Err: err}
 	}
 	return err // 5xx and anything unexpected: retry
 }

@@ -1,4 +1,4 @@
-package shaper
+package sink
 
 import (
 	"context"
@@ -9,12 +9,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper"
 )
 
 // These tests use real time and a real httptest.Server (synctest bubbles
 // cannot hold real network I/O); every time assertion is generous.
 
-func newTestSink(t *testing.T, h http.HandlerFunc, spec HTTPSinkSpec) *HTTPSink {
+func newTestSink(t *testing.T, h http.HandlerFunc, spec shaper.HTTPSinkSpec) *HTTPSink {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -27,8 +30,8 @@ func newTestSink(t *testing.T, h http.HandlerFunc, spec HTTPSinkSpec) *HTTPSink 
 	return s
 }
 
-func testJob() *Job {
-	return &Job{ID: "job-1", Downstream: "printer", Key: "tenant-secret", Attempt: 3, Payload: []byte("hello"),
+func testJob() *queue.Job {
+	return &queue.Job{ID: "job-1", Downstream: "printer", Key: "tenant-secret", Attempt: 3, Payload: []byte("hello"),
 		Header: http.Header{"Content-Type": {"text/plain"}, "Shaper-Key": {"tenant-secret"}, "X-Other": {"1"}}}
 }
 
@@ -38,7 +41,7 @@ func TestHTTPSinkRequest(t *testing.T) {
 	s := newTestSink(t, func(w http.ResponseWriter, r *http.Request) {
 		got, body = r, must(io.ReadAll(r.Body))
 		w.WriteHeader(http.StatusNoContent)
-	}, HTTPSinkSpec{Method: "put", Headers: http.Header{"Authorization": {"Bearer x"}}})
+	}, shaper.HTTPSinkSpec{Method: "put", Headers: http.Header{"Authorization": {"Bearer x"}}})
 	if err := s.Deliver(context.Background(), testJob()); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
@@ -89,10 +92,10 @@ func TestHTTPSinkStatuses(t *testing.T) {
 				}
 				w.WriteHeader(tc.code)
 				_, _ = io.WriteString(w, strings.Repeat("b", 100<<10)) // larger than the drain limit
-			}, HTTPSinkSpec{})
+			}, shaper.HTTPSinkSpec{})
 			err := s.Deliver(context.Background(), testJob())
-			var pb *PushbackError
-			var perm *PermanentError
+			var pb *shaper.PushbackError
+			var perm *shaper.PermanentError
 			switch {
 			case tc.want == "nil" && err != nil:
 				t.Fatalf("err = %v, want nil", err)
@@ -122,12 +125,12 @@ func TestHTTPSinkTimeout(t *testing.T) {
 		case <-release:
 		case <-r.Context().Done():
 		}
-	}, HTTPSinkSpec{Timeout: 50 * time.Millisecond})
+	}, shaper.HTTPSinkSpec{Timeout: 50 * time.Millisecond})
 	defer close(release)
 	begin := time.Now()
 	err := s.Deliver(context.Background(), testJob())
-	var pb *PushbackError
-	var perm *PermanentError
+	var pb *shaper.PushbackError
+	var perm *shaper.PermanentError
 	if err == nil || errors.As(err, &pb) || errors.As(err, &perm) || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("err = %v, want a retryable timeout", err)
 	}
@@ -140,13 +143,13 @@ func TestHTTPSinkConnectionError(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close()
-	s, err := NewHTTPSink(HTTPSinkSpec{URL: url})
+	s, err := NewHTTPSink(shaper.HTTPSinkSpec{URL: url})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	err = s.Deliver(context.Background(), testJob())
-	var perm *PermanentError
+	var perm *shaper.PermanentError
 	if err == nil || errors.As(err, &perm) {
 		t.Fatalf("err = %v, want retryable", err)
 	}
@@ -154,14 +157,14 @@ func TestHTTPSinkConnectionError(t *testing.T) {
 
 func TestNewHTTPSinkValidates(t *testing.T) {
 	for _, u := range []string{"", "ftp://x", "/relative", "http://"} {
-		if _, err := NewHTTPSink(HTTPSinkSpec{URL: u}); err == nil {
+		if _, err := NewHTTPSink(shaper.HTTPSinkSpec{URL: u}); err == nil {
 			t.Errorf("NewHTTPSink(%q) succeeded", u)
 		}
 	}
-	if _, err := NewLaneSink(LaneSettings{Name: "n", Sink: SinkSpec{NATS: &NATSSinkSpec{}}}); err == nil {
-		t.Error("NewLaneSink(NATS spec) succeeded")
+	if _, err := For(nil)(shaper.LaneSettings{Name: "n", Sink: shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{}}}); err == nil {
+		t.Error("For(nil)(NATS spec) succeeded")
 	}
-	s, err := NewLaneSink(LaneSettings{Name: "n", Concurrency: 100, Sink: SinkSpec{HTTP: &HTTPSinkSpec{URL: "http://x"}}})
+	s, err := For(nil)(shaper.LaneSettings{Name: "n", Concurrency: 100, Sink: shaper.SinkSpec{HTTP: &shaper.HTTPSinkSpec{URL: "http://x"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

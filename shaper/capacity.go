@@ -1,0 +1,129 @@
+package shaper
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/shaperd/shaper/queue"
+)
+
+// checkCapacity refuses a job whose cost does not fit the bucket's level,
+// as queue_full, after dropping expired jobs that hold capacity at the
+// front. A durable queue's store enforces its bound itself (Fits is true):
+// there the store refuses, after admission. Requires l.mu.
+func (l *lane) checkCapacity(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
+	c := queue.JobCost(job)
+	if l.q.Fits(l.leaking(now) + c) {
+		return rc, true
+	}
+	l.dropExpiredFront(now)
+	if l.q.Fits(l.leaking(now) + c) {
+		return rc, true
+	}
+	n := l.level(now)
+	return l.s.reject(l, rc, ReasonQueueFull, l.levelFreesIn(now, n+c-l.q.Cap()),
+		fmt.Errorf("queue %s is full (%d/%d)", l.name, n, l.q.Cap())), false
+}
+
+// checkKeyShare refuses a job whose key already holds its share of the
+// queue (KeyCapacity) under fairness, as queue_full. Retry-After is when
+// enough of the key's jobs will have started to make room, at the lane's
+// rate, with the other keys served in turn. Requires l.mu.
+func (l *lane) checkKeyShare(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
+	sh := l.q.Share(job)
+	if !sh.Over(queue.JobCost(job)) || l.shadowed(ReasonQueueFull) {
+		return rc, true
+	}
+	return l.s.reject(l, rc, ReasonQueueFull, l.freesIn(now, sh.Ahead+1),
+		fmt.Errorf("key holds its share of queue %s (%d/%d)", l.name, sh.Held, sh.Limit)), false
+}
+
+// level is how full the bucket is at now: the queued jobs plus the job
+// started in the current drain interval, which is still "leaking out" until
+// one interval after its slot. Counting it makes a burst shorter than one
+// interval into an idle lane accept exactly Capacity jobs however the
+// scheduler interleaves with the submissions, and makes the slot free at
+// the moment Retry-After names. Costs count: a job of cost N holds N slots
+// while queued and, once started, the slots of its N intervals not yet
+// drained. Requires l.mu.
+func (l *lane) level(now time.Time) int { return l.q.Cost() + l.leaking(now) }
+
+// leaking is the part of level the last start still holds: the slots of
+// its drain intervals not yet over at now. Requires l.mu.
+func (l *lane) leaking(now time.Time) int {
+	if l.last.IsZero() {
+		return 0
+	}
+	if left := l.last.Add(l.drainOf(l.lastCost)).Sub(now); left > 0 {
+		return int((left + l.interval - 1) / l.interval)
+	}
+	return 0
+}
+
+// slotFreesIn is the Retry-After for a full queue: the time until the lane's
+// next start frees a slot (after any pushback pause). When that start is
+// already due the slot goes to whoever comes first, so the answer is one
+// interval. While the lane is paused by the admin API no start is scheduled
+// and the answer is 0 (unknown). Requires l.mu.
+func (l *lane) slotFreesIn(now time.Time) time.Duration {
+	if l.paused {
+		return 0
+	}
+	if d := later(l.next, l.pushback).Sub(now); d > 0 {
+		return d
+	}
+	return l.interval
+}
+
+// levelFreesIn is the Retry-After for a job that finds the bucket need
+// slots short: the time until level (queued cost plus what the last start
+// still holds) has dropped by need. The last start frees its slots one per
+// interval as its drain time elapses; after it, the level only drops again
+// from the next start (not before the lane's next slot or a pushback's end).
+// 0 while the lane is paused by the admin API (no start is scheduled).
+// Requires l.mu.
+func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
+	if l.paused {
+		return 0
+	}
+	need = max(need, 1)
+	held, first := 0, time.Duration(0)
+	if !l.last.IsZero() {
+		if r := l.last.Add(l.drainOf(l.lastCost)).Sub(now); r > 0 {
+			held = int((r + l.interval - 1) / l.interval)
+			first = r - time.Duration(held-1)*l.interval
+		}
+	}
+	if need <= held {
+		return first + time.Duration(need-1)*l.interval
+	}
+	next := later(later(l.next, l.pushback), now)
+	if held > 0 {
+		next = later(next, now.Add(first+time.Duration(held-1)*l.interval))
+	}
+	return next.Sub(now) + time.Duration(need-held)*l.interval
+}
+
+// freesIn is the Retry-After for the need-th start from now: slotFreesIn,
+// plus an interval for each further start (a fair-queuing key's share frees
+// when its own jobs start). Requires l.mu.
+func (l *lane) freesIn(now time.Time, need int) time.Duration {
+	d := l.slotFreesIn(now)
+	if d == 0 {
+		return 0
+	}
+	return d + l.drainOf(need) - l.interval
+}
+
+// dropExpiredFront drops expired jobs at the front of a full queue so they
+// do not hold capacity until a start reaches them. With the lane's MaxWait
+// alone, deadlines follow queue order, so this finds every expired job.
+// Requires l.mu.
+func (l *lane) dropExpiredFront(now time.Time) {
+	expired := l.q.DropFront(func(j *queue.Job) bool {
+		return !j.Deadline.IsZero() && now.After(j.Deadline)
+	})
+	for _, j := range expired {
+		l.drop(j, ReasonExpired, "not started within max wait")
+	}
+}

@@ -1,0 +1,31 @@
+package sink
+
+import (
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/shaper"
+)
+
+// For returns the shaper's sink builder (shaper.Deps.Sinks): an HTTPSink
+// for an HTTP spec, keeping at least the lane's concurrency of idle
+// connections, and a NATSSink over nc for a NATS spec (nc may be nil when
+// no lane has one).
+func For(nc *nats.Conn) func(shaper.LaneSettings) (shaper.Sink, error) {
+	return func(ls shaper.LaneSettings) (shaper.Sink, error) {
+		switch {
+		case ls.Sink.NATS != nil && nc != nil:
+			return &NATSSink{nc: nc, spec: *ls.Sink.NATS}, nil
+		case ls.Sink.NATS != nil:
+			return nil, fmt.Errorf("downstream %q: a NATS sink needs a NATS connection", ls.Name)
+		case ls.Sink.HTTP != nil:
+			spec := *ls.Sink.HTTP
+			if spec.MaxIdleConnsPerHost == 0 {
+				spec.MaxIdleConnsPerHost = max(ls.Concurrency, defaultIdleConns)
+			}
+			return NewHTTPSink(spec)
+		}
+		return nil, fmt.Errorf("downstream %q has no sink", ls.Name)
+	}
+}
