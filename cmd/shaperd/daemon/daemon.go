@@ -62,12 +62,8 @@ type view struct {
 	known  map[string]string // downstream → dead-letter subject
 }
 
-// New checks cfg for what this build supports and prepares a daemon. It
-// starts nothing.
+// New prepares a daemon. It starts nothing.
 func New(cfg config.Config, opts Options) (*Daemon, error) {
-	if err := Supported(cfg); err != nil {
-		return nil, err
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -90,13 +86,6 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	d.view.Store(newView(cfg))
 	return d, nil
-}
-
-// Supported reports config this build cannot run, one line per problem.
-// Every backend config.Validate accepts (jetstream, memory) is supported;
-// the check stays so that cmd/shaperd and Reload keep one place to ask.
-func Supported(cfg config.Config) error {
-	return nil
 }
 
 func newView(cfg config.Config) *view {
