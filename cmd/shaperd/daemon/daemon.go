@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	neturl "net/url"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 )
@@ -27,7 +27,7 @@ type Options struct {
 	Logger   *slog.Logger         // nil: slog.Default()
 	Registry *prometheus.Registry // nil: a fresh registry (never the global one)
 	// HistoryInterval is how often the status page's history samples the
-	// downstreams; 0: DefaultHistoryInterval (2s). Tests shorten it.
+	// downstreams; 0: admin.DefaultHistoryInterval (2s). Tests shorten it.
 	HistoryInterval time.Duration
 }
 
@@ -38,7 +38,7 @@ type Daemon struct {
 	metrics *daemonMetrics
 	jobs    *shaper.Metrics
 	dedupe  *dedupe
-	history *history
+	history *admin.History
 
 	mu  sync.Mutex // guards cfg and serialises Reload
 	cfg config.Config
@@ -76,11 +76,10 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		metrics: newDaemonMetrics(opts.Registry),
 		jobs:    shaper.NewMetrics(opts.Registry),
 		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
-		history: newHistory(opts.HistoryInterval),
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
-	d.history.achieved = d.metrics.achievedRate
+	d.history = admin.NewHistory(opts.HistoryInterval, d.metrics.achievedRate)
 	for name := range cfg.Downstreams { // every series exists from the start
 		d.metrics.achievedRate.WithLabelValues(name).Set(0)
 	}
@@ -176,7 +175,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	shDone := make(chan error, 1)
 	go func() { shDone <- sh.Run(shCtx) }()
 	cleanups = append(cleanups, func() error { stopShaper(); return <-shDone })
-	cleanups = append(cleanups, d.history.start(ctx, sh.Lanes))
+	cleanups = append(cleanups, d.history.Start(ctx, sh.Lanes))
 
 	sub, err := d.subscribe(nc, sh, cfg)
 	if err != nil {
@@ -320,13 +319,4 @@ func redactURL(u string) string {
 		p.User = neturl.User("redacted")
 	}
 	return p.String()
-}
-
-// listen opens the admin listener before serving so a bad address fails start-up.
-func listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin.listen %q: %w", addr, err)
-	}
-	return ln, nil
 }
