@@ -46,7 +46,6 @@ type Daemon struct {
 	view atomic.Pointer[view] // what intake reads on every message
 
 	ready     chan struct{}
-	natsURL   atomic.Value // string
 	adminAddr atomic.Value // string
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
@@ -105,9 +104,6 @@ func newView(cfg config.Config) *view {
 // Ready is closed once NATS intake is subscribed and the admin API listens.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 
-// NATSURL is the URL of the NATS server in use (valid after Ready).
-func (d *Daemon) NATSURL() string { s, _ := d.natsURL.Load().(string); return s }
-
 // AdminAddr is the admin listener's address (valid after Ready).
 func (d *Daemon) AdminAddr() string { s, _ := d.adminAddr.Load().(string); return s }
 
@@ -136,7 +132,6 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		cleanups = append(cleanups, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
 		url = srv.ClientURL()
 	}
-	d.natsURL.Store(url)
 
 	stopAdmin, err := d.startAdmin(cfg.Admin)
 	if err != nil {
