@@ -52,9 +52,6 @@ func run(args []string, stderr io.Writer) int {
 	}
 	load := func() (config.Config, error) { return config.Load(*path) }
 	cfg, err := load()
-	if err == nil {
-		err = daemon.Supported(cfg)
-	}
 	if err != nil {
 		fmt.Fprintf(stderr, "shaperd: invalid config:\n%v\n", err)
 		return exitConfig

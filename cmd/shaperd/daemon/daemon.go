@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	neturl "net/url"
 	"sync"
 	"sync/atomic"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/sink"
@@ -28,7 +28,7 @@ type Options struct {
 	Logger   *slog.Logger         // nil: slog.Default()
 	Registry *prometheus.Registry // nil: a fresh registry (never the global one)
 	// HistoryInterval is how often the status page's history samples the
-	// downstreams; 0: DefaultHistoryInterval (2s). Tests shorten it.
+	// downstreams; 0: admin.DefaultHistoryInterval (2s). Tests shorten it.
 	HistoryInterval time.Duration
 }
 
@@ -39,7 +39,7 @@ type Daemon struct {
 	metrics *daemonMetrics
 	jobs    *shaper.Metrics
 	dedupe  *dedupe
-	history *history
+	history *admin.History
 
 	mu  sync.Mutex // guards cfg and serialises Reload
 	cfg config.Config
@@ -47,7 +47,6 @@ type Daemon struct {
 	view atomic.Pointer[view] // what intake reads on every message
 
 	ready     chan struct{}
-	natsURL   atomic.Value // string
 	adminAddr atomic.Value // string
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
@@ -63,12 +62,8 @@ type view struct {
 	known  map[string]string // downstream → dead-letter subject
 }
 
-// New checks cfg for what this build supports and prepares a daemon. It
-// starts nothing.
+// New prepares a daemon. It starts nothing.
 func New(cfg config.Config, opts Options) (*Daemon, error) {
-	if err := Supported(cfg); err != nil {
-		return nil, err
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -81,23 +76,15 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		metrics: newDaemonMetrics(opts.Registry),
 		jobs:    shaper.NewMetrics(opts.Registry),
 		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
-		history: newHistory(opts.HistoryInterval),
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
-	d.history.achieved = d.metrics.achievedRate
+	d.history = admin.NewHistory(opts.HistoryInterval, d.metrics.achievedRate)
 	for name := range cfg.Downstreams { // every series exists from the start
 		d.metrics.achievedRate.WithLabelValues(name).Set(0)
 	}
 	d.view.Store(newView(cfg))
 	return d, nil
-}
-
-// Supported reports config this build cannot run, one line per problem.
-// Every backend config.Validate accepts (jetstream, memory) is supported;
-// the check stays so that cmd/shaperd and Reload keep one place to ask.
-func Supported(cfg config.Config) error {
-	return nil
 }
 
 func newView(cfg config.Config) *view {
@@ -117,9 +104,6 @@ func newView(cfg config.Config) *view {
 
 // Ready is closed once NATS intake is subscribed and the admin API listens.
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
-
-// NATSURL is the URL of the NATS server in use (valid after Ready).
-func (d *Daemon) NATSURL() string { s, _ := d.natsURL.Load().(string); return s }
 
 // AdminAddr is the admin listener's address (valid after Ready).
 func (d *Daemon) AdminAddr() string { s, _ := d.adminAddr.Load().(string); return s }
@@ -149,7 +133,6 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		cleanups = append(cleanups, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
 		url = srv.ClientURL()
 	}
-	d.natsURL.Store(url)
 
 	stopAdmin, err := d.startAdmin(cfg.Admin)
 	if err != nil {
@@ -188,7 +171,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	shDone := make(chan error, 1)
 	go func() { shDone <- sh.Run(shCtx) }()
 	cleanups = append(cleanups, func() error { stopShaper(); return <-shDone })
-	cleanups = append(cleanups, d.history.start(ctx, sh.Lanes))
+	cleanups = append(cleanups, d.history.Start(ctx, sh.Lanes))
 
 	sub, err := d.subscribe(nc, sh, cfg)
 	if err != nil {
@@ -319,13 +302,4 @@ func redactURL(u string) string {
 		p.User = neturl.User("redacted")
 	}
 	return p.String()
-}
-
-// listen opens the admin listener before serving so a bad address fails start-up.
-func listen(addr string) (net.Listener, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("admin.listen %q: %w", addr, err)
-	}
-	return ln, nil
 }

@@ -1,6 +1,9 @@
 // Package daemon runs shaperd in-process: it connects to NATS (or starts an
 // embedded server), turns intake messages into shaper jobs, delivers to NATS
-// sinks and dead-letter subjects, and serves the admin HTTP API.
+// sinks and dead-letter subjects, reloads the config, and wires the
+// pieces together. The admin HTTP API and status page are package admin's;
+// the daemon starts its server and tells it the shaper, the registry and
+// what is not ready yet.
 //
 // It exists beside cmd/shaperd so that tests and other binaries can embed the
 // whole daemon, as Alertmanager's app package does.

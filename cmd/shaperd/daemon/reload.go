@@ -28,9 +28,6 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 	if err != nil {
 		return err
 	}
-	if err := Supported(next); err != nil {
-		return err
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if keys := config.RestartRequired(d.cfg, next); len(keys) > 0 {

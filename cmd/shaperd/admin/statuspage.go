@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"bytes"
@@ -42,26 +42,26 @@ func statusPageCSP(page string) string {
 		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
-func (d *Daemon) handleStatusPage(w http.ResponseWriter, _ *http.Request) {
+func (h *handlers) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
 	if statusTmplErr != nil {
 		http.Error(w, "status page: "+statusTmplErr.Error(), http.StatusInternalServerError)
 		return
 	}
 	var lanes []shaper.LaneStatus
-	if sh := d.shaper.Load(); sh != nil {
-		lanes = sh.Lanes()
+	if ds := h.Downstreams(); ds != nil {
+		lanes = ds.Lanes()
 	}
 	var buf bytes.Buffer
 	if err := statusTmpl.Execute(&buf, statusRows(lanes)); err != nil {
 		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("Content-Security-Policy", statusPageCSP(buf.String()))
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/html; charset=utf-8")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Content-Security-Policy", statusPageCSP(buf.String()))
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	hdr.Set("Referrer-Policy", "no-referrer")
 	_, _ = w.Write(buf.Bytes()) // the client may have gone
 }
 

@@ -2,7 +2,7 @@
 # screenshot.sh takes a headless-Chromium screenshot of a running shaperd's
 # status page (GET / on the admin listener).
 #
-#   cmd/shaperd/daemon/screenshot.sh [URL] [OUT.png]
+#   cmd/shaperd/admin/screenshot.sh [URL] [OUT.png]
 #
 # URL defaults to http://127.0.0.1:9090/ and OUT to status-page.png. Installs
 # Debian's chromium first if it is missing (needs root). The page needs a few

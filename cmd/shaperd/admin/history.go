@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"context"
@@ -22,16 +22,16 @@ const DefaultHistoryInterval = 2 * time.Second
 // 10 minutes at the default interval.
 const historySamples = 300
 
-// history keeps the last historySamples samples of every downstream for the
-// status page (GET /v1/history). A sampler goroutine, started by start and
-// owned by Run, records a sample per interval; handleHistory reads them.
-// Safe for concurrent use.
-type history struct {
+// History keeps the last historySamples samples of every downstream for
+// the status page (GET /v1/history). A sampler goroutine, started by Start
+// and owned by its caller, records a sample per interval; the server reads
+// them. Create it with NewHistory; safe for concurrent use.
+type History struct {
 	every time.Duration
 	mu    sync.Mutex
 	lanes map[string]*laneHistory // guarded by mu
-	// achieved, if set, exports each lane's achieved drain rate over the
-	// last interval (shaper_drain_rate_achieved_per_second).
+	// achieved, if not nil, exports each lane's achieved drain rate over
+	// the last interval (shaper_drain_rate_achieved_per_second).
 	achieved *prometheus.GaugeVec
 }
 
@@ -51,17 +51,21 @@ type sample struct {
 	paused                            bool    // by the admin API or pushback
 }
 
-func newHistory(every time.Duration) *history {
+// NewHistory returns an empty history that samples every interval (0 or
+// less: DefaultHistoryInterval). If achieved is not nil, each sample sets
+// its downstream's series there (label downstream) to the achieved rate,
+// and a downstream's series is deleted when it is no longer listed.
+func NewHistory(every time.Duration, achieved *prometheus.GaugeVec) *History {
 	if every <= 0 {
 		every = DefaultHistoryInterval
 	}
-	return &history{every: every, lanes: map[string]*laneHistory{}}
+	return &History{every: every, lanes: map[string]*laneHistory{}, achieved: achieved}
 }
 
-// start runs the sampler until ctx is done or stop is called: every
+// Start runs the sampler until ctx is done or stop is called: every
 // interval it records lanes(). stop ends the goroutine and waits for it; it
-// is idempotent and always returns nil (it is a Run cleanup).
-func (h *history) start(ctx context.Context, lanes func() []shaper.LaneStatus) (stop func() error) {
+// is idempotent and always returns nil (so that it can be a cleanup).
+func (h *History) Start(ctx context.Context, lanes func() []shaper.LaneStatus) (stop func() error) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -83,7 +87,7 @@ func (h *history) start(ctx context.Context, lanes func() []shaper.LaneStatus) (
 // record adds one sample per lane at now. A lane's first observation only
 // sets the baseline for its rates; lanes no longer listed are forgotten, so
 // the history is bounded by the config.
-func (h *history) record(now time.Time, lanes []shaper.LaneStatus) {
+func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	seen := make(map[string]bool, len(lanes))
@@ -121,7 +125,7 @@ func (h *history) record(now time.Time, lanes []shaper.LaneStatus) {
 	}
 }
 
-func (h *history) setAchieved(name string, v float64) {
+func (h *History) setAchieved(name string, v float64) {
 	if h.achieved != nil {
 		h.achieved.WithLabelValues(name).Set(v)
 	}
@@ -190,7 +194,7 @@ type DownstreamTrend struct {
 }
 
 // snapshot copies the history out for serving.
-func (h *history) snapshot() HistoryResponse {
+func (h *History) snapshot() HistoryResponse {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := HistoryResponse{
@@ -216,9 +220,9 @@ func (h *history) snapshot() HistoryResponse {
 	return out
 }
 
-// handleHistory serves GET /v1/history, compact (up to 300 samples a
+// serveHistory serves GET /v1/history, compact (up to 300 samples a
 // downstream; writeJSON's indentation would double it).
-func (d *Daemon) handleHistory(w http.ResponseWriter, _ *http.Request) {
+func (h *handlers) serveHistory(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(d.history.snapshot()) // the client may have gone
+	_ = json.NewEncoder(w).Encode(h.History.snapshot()) // the client may have gone
 }

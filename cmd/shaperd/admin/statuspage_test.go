@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"bytes"
@@ -12,10 +12,8 @@ import (
 
 func TestStatusPage(t *testing.T) {
 	a := startTestAdmin(t, adminLoopback(), "erp", "printer")
-	if n := a.submit("printer", 12); n != 10 {
-		t.Fatalf("accepted %d of 12 into a queue of 10", n)
-	}
-	if err := a.sh.Pause("erp"); err != nil {
+	a.lanes.fill("printer", 12)
+	if err := a.lanes.Pause("erp"); err != nil {
 		t.Fatal(err)
 	}
 	status, hdr, body := get(t, a.url+"/")

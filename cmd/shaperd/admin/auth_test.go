@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"crypto/ecdsa"
@@ -143,14 +143,14 @@ func TestAdminTLS(t *testing.T) {
 }
 
 func TestAdminTLSBadFiles(t *testing.T) {
-	d, err := New(config.Defaults(), Options{Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
-	_, err = d.startAdmin(config.Admin{Listen: "127.0.0.1:0", TLS: config.AdminTLS{CertFile: filepath.Join(dir, "no.crt"), KeyFile: filepath.Join(dir, "no.key")}})
+	srv, err := Start(config.Admin{Listen: "127.0.0.1:0", TLS: config.AdminTLS{CertFile: filepath.Join(dir, "no.crt"), KeyFile: filepath.Join(dir, "no.key")}},
+		Deps{Logger: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.HasPrefix(err.Error(), "admin.tls: load cert_file ") || !strings.Contains(err.Error(), "no such file") {
-		t.Fatalf("startAdmin with missing TLS files: %v", err)
+		if srv != nil {
+			_ = srv.Stop()
+		}
+		t.Fatalf("Start with missing TLS files: %v", err)
 	}
 }
 
@@ -181,10 +181,10 @@ func TestExposureWarning(t *testing.T) {
 			}
 		})
 	}
-	// And startAdmin logs it.
+	// And Start logs it.
 	a := startTestAdmin(t, config.Admin{Listen: "0.0.0.0:0"})
 	if !strings.Contains(a.logs.String(), "level=WARN msg=\"admin API listens on a non-loopback address without basic auth") {
-		t.Errorf("startAdmin on 0.0.0.0 logged %q", a.logs.String())
+		t.Errorf("Start on 0.0.0.0 logged %q", a.logs.String())
 	}
 }
 
@@ -198,8 +198,8 @@ func TestPostBodyLimit(t *testing.T) {
 	}{
 		{"no body", 0, 0, 200},
 		{"small body", 2, 2, 200},
-		{"exactly the limit", maxAdminBody, maxAdminBody, 200},
-		{"too large", maxAdminBody + 1, maxAdminBody + 1, 413},
+		{"exactly the limit", maxBody, maxBody, 200},
+		{"too large", maxBody + 1, maxBody + 1, 413},
 		{"too large, chunked", 64 << 10, -1, 413},
 	}
 	for _, tt := range tests {

@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"crypto/sha256"
@@ -16,9 +16,9 @@ import (
 	"github.com/shaperd/shaper/config"
 )
 
-// maxAdminBody bounds the body of an admin POST; no route reads one, so a
+// maxBody bounds the body of an admin POST; no route reads one, so a
 // small bound is generous.
-const maxAdminBody = 1 << 10
+const maxBody = 1 << 10
 
 // maxBcryptChecks bounds the bcrypt comparisons running at once, so that a
 // flood of admin requests (authenticated or not) cannot take every core
@@ -26,18 +26,18 @@ const maxAdminBody = 1 << 10
 const maxBcryptChecks = 2
 
 // limitBody answers 413 to a request whose body is larger than
-// maxAdminBody, and reads (and discards) a smaller one before next runs.
+// maxBody, and reads (and discards) a smaller one before next runs.
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tooLarge := func() {
 			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
-				"error": fmt.Sprintf("request body larger than %d bytes; admin POST routes take no body", maxAdminBody)})
+				"error": fmt.Sprintf("request body larger than %d bytes; admin POST routes take no body", maxBody)})
 		}
-		if r.ContentLength > maxAdminBody {
+		if r.ContentLength > maxBody {
 			tooLarge()
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxAdminBody)
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		if _, err := io.Copy(io.Discard, r.Body); err != nil {
 			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 				tooLarge()
@@ -118,9 +118,9 @@ func (a *basicAuth) check(r *http.Request) (bool, error) {
 	return false, nil
 }
 
-// adminTLS loads the admin listener's certificate; nil, nil when TLS is
+// loadTLS loads the admin listener's certificate; nil, nil when TLS is
 // not configured (config.Validate ensures both files or neither).
-func adminTLS(c config.AdminTLS) (*tls.Config, error) {
+func loadTLS(c config.AdminTLS) (*tls.Config, error) {
 	if c.CertFile == "" && c.KeyFile == "" {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package daemon
+package admin
 
 import (
 	"context"
@@ -23,7 +23,7 @@ func st(name string, depth int, started, rejected, dropped uint64) shaper.LaneSt
 
 func TestHistoryRecord(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := newHistory(2 * time.Second)
+	h := NewHistory(2*time.Second, nil)
 	steps := []struct {
 		at    time.Duration
 		lanes []shaper.LaneStatus
@@ -57,7 +57,7 @@ func TestHistoryRecord(t *testing.T) {
 
 func TestHistoryIsBounded(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	h := newHistory(time.Second)
+	h := NewHistory(time.Second, nil)
 	for i := range historySamples + 6 { // the baseline, then 305 samples
 		h.record(t0.Add(time.Duration(i)*time.Second), []shaper.LaneStatus{st("printer", i, uint64(i), 0, 0)})
 	}
@@ -75,11 +75,11 @@ func TestHistoryIsBounded(t *testing.T) {
 // and stopping it ends its goroutine.
 func TestHistoryEndpoint(t *testing.T) {
 	a := startTestAdmin(t, adminLoopback(), "printer")
-	a.submit("printer", 3)
-	if err := a.sh.Pause("printer"); err != nil {
+	a.lanes.fill("printer", 3)
+	if err := a.lanes.Pause("printer"); err != nil {
 		t.Fatal(err)
 	}
-	stop := a.d.history.start(context.Background(), a.sh.Lanes)
+	stop := a.history.Start(context.Background(), a.lanes.Lanes)
 	var got HistoryResponse
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -107,17 +107,17 @@ func TestHistoryEndpoint(t *testing.T) {
 	}
 	_ = stop() // idempotent
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	n := len(a.d.history.snapshot().Downstreams[0].Depth)
+	n := len(a.history.snapshot().Downstreams[0].Depth)
 	time.Sleep(50 * time.Millisecond)
-	if m := len(a.d.history.snapshot().Downstreams[0].Depth); m != n {
+	if m := len(a.history.snapshot().Downstreams[0].Depth); m != n {
 		t.Errorf("sampler still records after stop: %d samples, then %d", n, m)
 	}
 }
 
 func TestHistoryStopsWithContext(t *testing.T) {
-	h := newHistory(time.Millisecond)
+	h := NewHistory(time.Millisecond, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	stop := h.start(ctx, func() []shaper.LaneStatus { return nil })
+	stop := h.Start(ctx, func() []shaper.LaneStatus { return nil })
 	cancel()
 	done := make(chan struct{})
 	go func() { _ = stop(); close(done) }()
@@ -131,18 +131,16 @@ func TestHistoryStopsWithContext(t *testing.T) {
 // The achieved rate of the last interval is exported per downstream, and a
 // removed downstream's series goes with it.
 func TestHistoryExportsAchievedRate(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m := newDaemonMetrics(reg)
-	h := newHistory(time.Second)
-	h.achieved = m.achievedRate
+	achieved := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "shaper_drain_rate_achieved_per_second"}, []string{"downstream"})
+	h := NewHistory(time.Second, achieved)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	h.record(t0, []shaper.LaneStatus{{Name: "printer", Started: 10}})
 	h.record(t0.Add(2*time.Second), []shaper.LaneStatus{{Name: "printer", Started: 14}})
-	if got := testutil.ToFloat64(m.achievedRate.WithLabelValues("printer")); got != 2 {
+	if got := testutil.ToFloat64(achieved.WithLabelValues("printer")); got != 2 {
 		t.Errorf("achieved = %v, want 2", got)
 	}
 	h.record(t0.Add(4*time.Second), nil)
-	if n := testutil.CollectAndCount(m.achievedRate); n != 0 {
+	if n := testutil.CollectAndCount(achieved); n != 0 {
 		t.Errorf("%d series left after the downstream was removed", n)
 	}
 }

@@ -1,0 +1,187 @@
+package admin
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// testAdmin is a started admin server over fake downstreams that a test
+// sets as it likes. It is never ready: /readyz lists notRunning.
+type testAdmin struct {
+	lanes   *fakeLanes
+	history *History
+	url     string // http(s)://host:port
+	logs    *syncBuffer
+}
+
+const notRunning = "not running (starting or shutting down)"
+
+// startTestAdmin starts a server on admin (Listen "" is 127.0.0.1:0) over
+// idle downstreams of the given names, each of rate 2/s and capacity 10.
+// The history samples every 10 ms once the test starts it.
+func startTestAdmin(t *testing.T, admin config.Admin, lanes ...string) *testAdmin {
+	t.Helper()
+	if admin.Listen == "" {
+		admin.Listen = "127.0.0.1:0"
+	}
+	a := &testAdmin{lanes: newFakeLanes(lanes...), history: NewHistory(10*time.Millisecond, nil), logs: &syncBuffer{}}
+	srv, err := Start(admin, Deps{
+		Logger:      slog.New(slog.NewTextHandler(a.logs, nil)),
+		Registry:    prometheus.NewRegistry(),
+		Downstreams: func() Downstreams { return a.lanes },
+		NotReady:    func() []string { return []string{notRunning} },
+		History:     a.history,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := srv.Stop(); err != nil {
+			t.Errorf("stop admin: %v", err)
+		}
+	})
+	scheme := "http://"
+	if admin.TLS.CertFile != "" {
+		scheme = "https://"
+	}
+	a.url = scheme + srv.Addr()
+	return a
+}
+
+func adminLoopback() config.Admin { return config.Admin{Listen: "127.0.0.1:0"} }
+
+// fakeLanes stands in for the shaper: a fixed set of lane statuses that
+// tests edit, paused and resumed through the API. Safe for concurrent use.
+type fakeLanes struct {
+	mu    sync.Mutex
+	lanes []shaper.LaneStatus // sorted by name, as the shaper's
+}
+
+func newFakeLanes(names ...string) *fakeLanes {
+	f := &fakeLanes{}
+	for _, name := range slices.Sorted(slices.Values(names)) {
+		f.lanes = append(f.lanes, shaper.LaneStatus{
+			Name: name, Rate: 2, Capacity: 10,
+			Rejected: map[shaper.Reason]uint64{}, Dropped: map[shaper.Reason]uint64{},
+			Delivered: map[shaper.Outcome]uint64{},
+		})
+	}
+	return f
+}
+
+// Lanes returns copies: a caller never shares the maps with a later edit.
+func (f *fakeLanes) Lanes() []shaper.LaneStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.lanes)
+	for i := range out {
+		out[i].Rejected = maps.Clone(out[i].Rejected)
+		out[i].Dropped = maps.Clone(out[i].Dropped)
+		out[i].Delivered = maps.Clone(out[i].Delivered)
+	}
+	return out
+}
+
+func (f *fakeLanes) Pause(name string) error {
+	return f.edit(name, func(st *shaper.LaneStatus) { st.Paused = true })
+}
+
+func (f *fakeLanes) Resume(name string) error {
+	return f.edit(name, func(st *shaper.LaneStatus) { st.Paused = false })
+}
+
+// edit changes the named lane's status as the shaper would; an unknown name
+// is shaper.ErrUnknownDownstream.
+func (f *fakeLanes) edit(name string, change func(*shaper.LaneStatus)) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.lanes {
+		if f.lanes[i].Name == name {
+			change(&f.lanes[i])
+			return nil
+		}
+	}
+	return fmt.Errorf("pause %q: %w", name, shaper.ErrUnknownDownstream)
+}
+
+// fill queues n jobs on lane as a shaper with capacity 10 would: up to
+// capacity are accepted, the rest are refused queue_full.
+func (f *fakeLanes) fill(name string, n int) {
+	_ = f.edit(name, func(st *shaper.LaneStatus) {
+		for range n {
+			st.Received++
+			if st.Depth < st.Capacity {
+				st.Depth++
+				st.Accepted++
+			} else {
+				st.Rejected[shaper.ReasonQueueFull]++
+			}
+		}
+	})
+}
+
+// call does one request and returns status, headers and body. The client
+// keeps no idle connections, so goleak sees none after the test.
+func call(t *testing.T, c *http.Client, req *http.Request) (int, http.Header, string) {
+	t.Helper()
+	if c == nil {
+		c = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func get(t *testing.T, url string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return call(t, nil, req)
+}
+
+func post(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, _, body := call(t, nil, req)
+	return status, body
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

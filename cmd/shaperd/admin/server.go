@@ -1,0 +1,210 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// Downstreams is what the admin API reads and controls: the running
+// shaper's lanes (a *shaper.Shaper). Its methods are called from HTTP
+// handlers and the history sampler concurrently.
+type Downstreams interface {
+	// Lanes returns every downstream's status, sorted by name.
+	Lanes() []shaper.LaneStatus
+	// Pause and Resume stop and restart a downstream's starts; for an
+	// unknown name they return an error wrapping shaper.ErrUnknownDownstream.
+	Pause(name string) error
+	Resume(name string) error
+}
+
+// Registry is what GET /metrics serves. promhttp also registers its own
+// promhttp_metric_handler_errors_total on it. A *prometheus.Registry is one.
+type Registry interface {
+	prometheus.Gatherer
+	prometheus.Registerer
+}
+
+// Deps are what the server reads. Every field is required; the functions
+// are called from HTTP handlers, concurrently.
+type Deps struct {
+	Logger   *slog.Logger
+	Registry Registry
+	// Downstreams returns the running shaper, or nil while there is none
+	// yet (then /v1/downstreams and pause/resume answer 503 "starting" and
+	// the status page lists no rows).
+	Downstreams func() Downstreams
+	// NotReady lists what keeps the daemon from being ready, for GET
+	// /readyz; empty means ready.
+	NotReady func() []string
+	// History is what GET /v1/history serves; its owner starts it.
+	History *History
+}
+
+// Server is the admin HTTP server: /metrics, /healthz, /readyz, /v1 and
+// the status page. Create it with Start; Stop ends it.
+type Server struct {
+	srv  *http.Server
+	addr string
+	done chan error // the Serve goroutine's result
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Start serves /metrics, /healthz, /readyz, /v1 and the status page on
+// cfg.Listen, over TLS and behind basic auth when configured. It opens the
+// listener before it returns, so a bad address or unreadable certificate
+// fails here; serving runs on a goroutine the Server owns until Stop. The
+// server has every timeout set, so slow clients cannot hold connections
+// forever.
+func Start(cfg config.Admin, deps Deps) (*Server, error) {
+	tlsCfg, err := loadTLS(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := listen(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	warnExposure(deps.Logger, cfg)
+	var handler http.Handler = newMux(deps)
+	if cfg.BasicAuth.Username != "" {
+		handler = newBasicAuth(cfg.BasicAuth, deps.Logger, "/healthz", "/readyz").wrap(handler)
+	}
+	s := &Server{
+		srv: &http.Server{
+			Handler:           handler,
+			TLSConfig:         tlsCfg,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			WriteTimeout:      30 * time.Second,
+			IdleTimeout:       60 * time.Second,
+			MaxHeaderBytes:    16 << 10,
+			ErrorLog:          slog.NewLogLogger(deps.Logger.Handler(), slog.LevelWarn), // e.g. TLS handshake errors
+		},
+		addr: ln.Addr().String(),
+		done: make(chan error, 1),
+	}
+	go func() {
+		var err error
+		if tlsCfg != nil {
+			err = s.srv.ServeTLS(ln, "", "") // the certificate is in TLSConfig
+		} else {
+			err = s.srv.Serve(ln)
+		}
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.done <- err
+	}()
+	return s, nil
+}
+
+// Addr is the address the server listens on (host:port).
+func (s *Server) Addr() string { return s.addr }
+
+// Stop shuts the server down, waiting up to 5 s for requests in progress,
+// and returns once the serving goroutine has ended. It is idempotent: later
+// calls return the first call's error.
+func (s *Server) Stop() error {
+	s.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := s.srv.Shutdown(ctx)
+		s.stopErr = errors.Join(err, <-s.done)
+	})
+	return s.stopErr
+}
+
+// listen opens the listener before serving so a bad address fails start-up.
+func listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin.listen %q: %w", addr, err)
+	}
+	return ln, nil
+}
+
+func newMux(deps Deps) *http.ServeMux {
+	h := &handlers{Deps: deps}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{Registry: deps.Registry}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", h.serveReady)
+	mux.HandleFunc("GET /v1/downstreams", h.serveDownstreams)
+	mux.Handle("POST /v1/downstreams/{name}/pause", limitBody(h.servePause(true)))
+	mux.Handle("POST /v1/downstreams/{name}/resume", limitBody(h.servePause(false)))
+	mux.HandleFunc("GET /v1/history", h.serveHistory)
+	mux.HandleFunc("GET /{$}", h.serveStatusPage)
+	return mux
+}
+
+// handlers serve the routes from Deps.
+type handlers struct{ Deps }
+
+// serveReady is 200 when nothing is listed by NotReady, else 503 with the list.
+func (h *handlers) serveReady(w http.ResponseWriter, _ *http.Request) {
+	if problems := h.NotReady(); len(problems) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unready", "problems": problems})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func (h *handlers) serveDownstreams(w http.ResponseWriter, _ *http.Request) {
+	ds := h.Downstreams()
+	if ds == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"downstreams": ds.Lanes()})
+}
+
+func (h *handlers) servePause(pause bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		ds := h.Downstreams()
+		if ds == nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting"})
+			return
+		}
+		op, verb := ds.Resume, "resumed"
+		if pause {
+			op, verb = ds.Pause, "paused"
+		}
+		if err := op(name); err != nil {
+			status := http.StatusInternalServerError
+			if errors.Is(err, shaper.ErrUnknownDownstream) {
+				status = http.StatusNotFound
+				err = fmt.Errorf("no downstream named %q; GET /v1/downstreams lists them", name)
+			}
+			writeJSON(w, status, map[string]string{"error": err.Error()})
+			return
+		}
+		h.Logger.Info("downstream "+verb+" through the admin API", "downstream", name)
+		writeJSON(w, http.StatusOK, map[string]string{"downstream": name, "status": verb})
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client may have gone; nothing to do
+}
