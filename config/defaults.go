@@ -1,6 +1,11 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/sink"
+)
 
 // Defaults returns the configuration used when no file is given: an
 // embedded NATS server, the admin API on loopback and no downstreams.
@@ -23,7 +28,7 @@ func Defaults() Config {
 			MaxPayload:    1 << 20,
 			DedupeWindow:  2 * time.Minute,
 		},
-		ShutdownGrace: 10 * time.Second,
+		ShutdownGrace: shaper.DefaultShutdownGrace,
 	}
 }
 
@@ -33,9 +38,10 @@ func Defaults() Config {
 // sink have no default; admission is off unless configured.
 func DefaultDownstream() Downstream {
 	return Downstream{
-		Concurrency: 1,
+		Concurrency: shaper.DefaultConcurrency,
 		Queue:       Queue{Backend: BackendJetStream, MaxCost: 1, Fairness: FairnessNone},
-		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+		Retry: Retry{MaxAttempts: shaper.DefaultMaxAttempts, InitialBackoff: shaper.DefaultInitialBackoff,
+			MaxBackoff: shaper.DefaultMaxBackoff},
 		RateControl: RateFixed,
 	}
 }
@@ -58,19 +64,13 @@ const (
 	BackendMemory    = "memory"
 )
 
-// Sink defaults, applied only to a sink that is configured.
-const (
-	DefaultHTTPMethod  = "POST"
-	DefaultSinkTimeout = 10 * time.Second
-)
-
 // downstreamTemplate is DefaultDownstream with every optional section
 // present, holding that section's defaults; the loader takes a section's
 // defaults from it only when the section is configured.
 func downstreamTemplate() Downstream {
 	d := DefaultDownstream()
 	d.Admission = &Admission{}
-	d.Sink.HTTP = &HTTPSink{Method: DefaultHTTPMethod, Timeout: DefaultSinkTimeout}
-	d.Sink.NATS = &NATSSink{Timeout: DefaultSinkTimeout}
+	d.Sink.HTTP = &HTTPSink{Method: sink.DefaultHTTPMethod, Timeout: sink.DefaultTimeout}
+	d.Sink.NATS = &NATSSink{Timeout: sink.DefaultTimeout}
 	return d
 }

@@ -11,14 +11,15 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/shaper"
 
 	"golang.org/x/crypto/bcrypt"
 )
 
 // Bounds enforced by Validate; messages state them.
 const (
-	MinRate        = 1.0 / 3600 // per second (1/h), for downstream and admission rates
-	MaxRate        = 1e6        // per second
+	MinRate        = 1.0 / 3600     // per second (1/h), for downstream and admission rates
+	MaxRate        = shaper.MaxRate // per second
 	MaxConcurrency = 10000
 	MaxCapacity    = 1000000
 	MaxBurst       = 1000000

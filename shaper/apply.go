@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"time"
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
@@ -167,7 +168,7 @@ func (s *Shaper) removeLane(l *lane) {
 	l.removed = true
 	if l.paused { // nobody could resume it any more: drain now
 		l.paused = false
-		l.unblock(s.clock())
+		l.unblock(time.Now())
 		l.updatePaused()
 	}
 	l.reschedule()

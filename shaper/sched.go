@@ -81,17 +81,18 @@ func (s *scheduler) arm() (time.Time, bool) {
 }
 
 // run is the scheduler goroutine's loop; it returns when ctx is done.
-// clock is time.Now (the fake clock inside a synctest bubble).
-func (s *scheduler) run(ctx context.Context, clock func() time.Time) {
+// It reads time.Now (the fake clock inside a synctest bubble) once per
+// wake-up and passes it to every lane it runs.
+func (s *scheduler) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
-		now := clock()
+		now := time.Now()
 		for _, l := range s.popDue(now) {
 			l.runDue(now)
 		}
 		if at, ok := s.arm(); ok {
-			timer.Reset(at.Sub(clock()))
+			timer.Reset(time.Until(at))
 		} else {
 			timer.Stop()
 		}

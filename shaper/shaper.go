@@ -55,7 +55,6 @@ type Shaper struct {
 	qs    func(LaneSettings) (queue.Queue, error)
 	adms  admission.Remote
 	dlr   DeadLetterer
-	clock func() time.Time
 
 	mu      sync.RWMutex
 	active  map[string]*lane   // configured lanes by name
@@ -86,7 +85,6 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 	}
 	sh := &Shaper{
 		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter,
-		clock:  time.Now,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
 		sched: newScheduler(), ready: make(chan struct{}),
 		remoteSem: make(chan struct{}, maxRemoteDecisions),
@@ -131,7 +129,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	close(s.ready)
 	s.log.Info("shaper running", "downstreams", len(s.Lanes()))
 
-	s.sched.run(ctx, s.clock)
+	s.sched.run(ctx)
 
 	s.shutdown()
 	s.dl.close()

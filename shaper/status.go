@@ -47,7 +47,7 @@ type LaneStatus struct {
 // Lanes returns a snapshot of every lane (including removed lanes still
 // draining), sorted by name. Safe for concurrent use; does not block on I/O.
 func (s *Shaper) Lanes() []LaneStatus {
-	now := s.clock()
+	now := time.Now()
 	lanes := s.allLanes()
 	out := make([]LaneStatus, 0, len(lanes))
 	for _, l := range lanes {
@@ -129,7 +129,7 @@ func (s *Shaper) withLane(name string, fn func(*lane, time.Time)) error {
 	if l == nil {
 		return ErrUnknownDownstream
 	}
-	now := s.clock()
+	now := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.removed {

@@ -37,7 +37,7 @@ var errShuttingDown = errors.New("shaper is shutting down")
 // Enqueued, Deadline (from job.MaxWait, else the lane's MaxWait) and, when
 // empty, ID (128 random bits, hex).
 func (s *Shaper) SubmitFunc(job *queue.Job, done func(Receipt)) {
-	now := s.clock()
+	now := time.Now()
 	l := s.lookup(job)
 	if l != nil && l.blocking.Load() {
 		if !s.goRemote(func() { s.submit(now, l, job, done) }) {
@@ -49,7 +49,7 @@ func (s *Shaper) SubmitFunc(job *queue.Job, done func(Receipt)) {
 }
 
 // Submit is SubmitAt(time.Now(), job).
-func (s *Shaper) Submit(job *queue.Job) Receipt { return s.SubmitAt(s.clock(), job) }
+func (s *Shaper) Submit(job *queue.Job) Receipt { return s.SubmitAt(time.Now(), job) }
 
 // SubmitAt runs SubmitFunc's path at now on the calling goroutine and
 // returns the receipt. It blocks on I/O only where that path does: a

@@ -19,11 +19,12 @@ import (
 
 // Defaults of an HTTP sink.
 const (
-	DefaultHTTPMethod  = http.MethodPost
-	DefaultHTTPTimeout = 10 * time.Second
-	defaultIdleConns   = 32
-	maxDrain           = 64 << 10 // response bytes read so the connection can be reused
-	maxErrBody         = 200      // response bytes quoted in an error
+	DefaultHTTPMethod = http.MethodPost
+	// DefaultTimeout bounds one try of an HTTP or NATS sink.
+	DefaultTimeout   = 10 * time.Second
+	defaultIdleConns = 32
+	maxDrain         = 64 << 10 // response bytes read so the connection can be reused
+	maxErrBody       = 200      // response bytes quoted in an error
 )
 
 // HTTPSink delivers jobs as HTTP requests (SPEC "Delivery to a downstream"):
@@ -54,7 +55,7 @@ func NewHTTPSink(spec shaper.HTTPSinkSpec) (*HTTPSink, error) {
 		return nil, fmt.Errorf("http sink: url %q: want an absolute http:// or https:// URL", spec.URL)
 	}
 	spec.Method = strings.ToUpper(cmp.Or(spec.Method, DefaultHTTPMethod))
-	spec.Timeout = cmp.Or(spec.Timeout, DefaultHTTPTimeout)
+	spec.Timeout = cmp.Or(spec.Timeout, DefaultTimeout)
 	if spec.Timeout < 0 || spec.MaxIdleConnsPerHost < 0 {
 		return nil, fmt.Errorf("http sink: timeout and max idle conns must not be negative")
 	}

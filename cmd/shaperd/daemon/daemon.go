@@ -79,6 +79,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
+	d.dedupe.evictions = d.metrics.dedupeEvicted
 	d.history = admin.NewHistory(opts.HistoryInterval, d.metrics.achievedRate)
 	for name := range cfg.Downstreams { // every series exists from the start
 		d.metrics.achievedRate.WithLabelValues(name).Set(0)

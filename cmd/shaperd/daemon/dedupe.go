@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperd/shaper/shaper"
 )
 
@@ -46,6 +47,8 @@ type dedupe struct {
 	order   []dedupeEntry                     // FIFO, oldest first; head is the first live index
 	head    int
 	evicted uint64 // ids forgotten before their window ended
+	// evictions counts them too (shaper_dedupe_evicted_total); nil = not.
+	evictions prometheus.Counter
 }
 
 type dedupeEntry struct {
@@ -116,6 +119,9 @@ func (d *dedupe) remember(now time.Time, msgID, jobID string) {
 	if len(d.byID) >= d.max {
 		d.pop()
 		d.evicted++
+		if d.evictions != nil {
+			d.evictions.Inc()
+		}
 	}
 	d.byID[msgID] = jobID
 	d.order = append(d.order, dedupeEntry{id: msgID, expires: now.Add(d.window)})
@@ -143,12 +149,6 @@ func (d *dedupe) pop() {
 	}
 }
 
-// len returns the number of ids held.
-func (d *dedupe) len() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return len(d.byID)
-}
 
 // setWindow changes the window for ids remembered from now on. After a
 // shrink, older entries may outlive the new window by the difference: expiry

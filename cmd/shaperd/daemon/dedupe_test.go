@@ -129,3 +129,10 @@ func TestDedupeZeroWindowRemembersNothing(t *testing.T) {
 		t.Error("window 0 should disable dedupe")
 	}
 }
+
+// len returns the number of ids held.
+func (d *dedupe) len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.byID)
+}
