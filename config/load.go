@@ -387,14 +387,13 @@ func lookupPath(m map[string]any, path string) any {
 
 // hasPath reports whether the dotted path exists in m, even with a null value.
 func hasPath(m map[string]any, path string) bool {
-	parent, last := path, path
+	last := path
 	if i := strings.LastIndexByte(path, '.'); i >= 0 {
-		parent, last = path[:i], path[i+1:]
-		pm, ok := lookupPath(m, parent).(map[string]any)
+		pm, ok := lookupPath(m, path[:i]).(map[string]any)
 		if !ok {
 			return false
 		}
-		m = pm
+		m, last = pm, path[i+1:]
 	}
 	_, ok := m[last]
 	return ok

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -191,6 +190,3 @@ func formatFloat(f float64) string {
 	r, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 6, 64), 64)
 	return strconv.FormatFloat(r, 'f', -1, 64)
 }
-
-// errNotScalar marks a mapping or list where a single value belongs.
-var errNotScalar = errors.New("config: not a single value")
