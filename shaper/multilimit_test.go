@@ -36,7 +36,7 @@ func TestSeveralLimits(t *testing.T) {
 		start := time.Now()
 		for i := range 44 {
 			at := time.Duration(i) * 250 * time.Millisecond
-			time.Sleep(start.Add(at).Sub(time.Now()))
+			time.Sleep(time.Until(start.Add(at)))
 			rc := h.sh.Submit(&queue.Job{Downstream: "a", Key: "k"})
 			var want time.Duration // Retry-After when rejected
 			switch {

@@ -59,9 +59,9 @@ func TestDedupeConcurrentCopies(t *testing.T) {
 				}
 			}
 			wg.Wait()
-			hits := ds.waitHits(t, ids, 10*time.Second)
+			ds.waitHits(t, ids, 10*time.Second)
 			time.Sleep(500 * time.Millisecond) // a copy queued twice would be delivered by now
-			if hits = ds.snapshot(); len(hits) != ids {
+			if hits := ds.snapshot(); len(hits) != ids {
 				t.Errorf("%d deliveries for %d ids × %d copies, want exactly %d", len(hits), ids, copies, ids)
 			}
 			for id, jobs := range jobIDs {
