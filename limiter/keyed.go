@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"hash/maphash"
 	"time"
 	"unsafe"
 )
@@ -13,10 +14,12 @@ import (
 // table take the shard's mutex (see table.go). Create one with NewKeyed; the
 // zero Keyed is not usable.
 //
-// A key is never stored: each key is reduced to a 62-bit hash (seeded with
-// random words private to this Keyed, see keyHasher; the word's two low
-// bits are the slot's lock and contended mark) and only that hash and the
-// algorithm's state are kept, inline in an open-addressing table — no key strings, no per-key
+// A key is never stored: each key is reduced to a 62-bit hash (a
+// hash/maphash hash with a seed drawn at random for this Keyed, so which
+// keys collide differs between Keyed limiters and processes and cannot be
+// worked out from outside the process; the word's two low bits are the
+// slot's lock and contended mark) and only that hash and the algorithm's
+// state are kept, inline in an open-addressing table — no key strings, no per-key
 // allocation (except SlidingLog's log growing), no allocation per decision
 // for a known key. Two keys whose hashes collide would share one limit;
 // among a million live keys that happens with probability about 1e-7.
@@ -49,7 +52,7 @@ import (
 // The package starts no goroutines: call Sweep periodically (for example
 // every Window, or every Burst/Rate) to return idle keys' memory promptly.
 type Keyed struct {
-	keys  keyHasher
+	seed  maphash.Seed
 	clock clock
 	max   int   // largest admissible cost
 	kind  uint8 // which of the tables below is in use
@@ -107,7 +110,7 @@ func NewKeyed(cfg Config) (*Keyed, error) {
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
-	k := &Keyed{cfg: cfg, keys: newKeyHasher()}
+	k := &Keyed{cfg: cfg, seed: maphash.MakeSeed()}
 	switch cfg.Mode {
 	case TokenBucketMode:
 		r, _ := NewTokenBucket(cfg.Rate, cfg.Burst)
@@ -242,7 +245,7 @@ func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now 
 }
 
 // hash returns key's stored hash.
-func (k *Keyed) hash(key string) uint64 { return keyHash(k.keys.sum(key)) }
+func (k *Keyed) hash(key string) uint64 { return keyHash(maphash.String(k.seed, key)) }
 
 // Allow is AllowAt(key, time.Now(), 1).
 func (k *Keyed) Allow(key string) bool {

@@ -296,3 +296,19 @@ func TestRetryAfterSeconds(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyedSeeded: two Keyed limiters map the same key to different hashes
+// (each draws its own maphash seed), so which keys collide cannot be
+// learned from one and used on another.
+func TestKeyedSeeded(t *testing.T) {
+	cfg := Config{Mode: GCRAMode, Rate: 1, Burst: 1}
+	a, err := NewKeyed(cfg)
+	must(t, err)
+	b, err := NewKeyed(cfg)
+	must(t, err)
+	for _, key := range []string{"x", "acme", "10.0.0.1", "tenant-0000002a", strings.Repeat("z", 40)} {
+		if ha, hb := a.hash(key), b.hash(key); ha == hb {
+			t.Errorf("%q: two Keyed limiters gave the same hash %#x", key, ha)
+		}
+	}
+}

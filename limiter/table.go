@@ -117,7 +117,7 @@ type shard[S any, R rule[S]] struct {
 	_                [64]byte // 192 bytes: neighbouring shards stay off these cache lines
 }
 
-// keyHash maps a key's 64-bit hash (keyHasher.sum) to a stored key hash:
+// keyHash maps a key's 64-bit hash to a stored key hash:
 // its low two bits clear (they are the slot's flags) and not 0 (the empty
 // slot).
 func keyHash(h uint64) uint64 {
