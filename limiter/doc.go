@@ -16,11 +16,12 @@
 //
 // Nothing here reads the clock or starts a goroutine or timer: every
 // decision takes now. Take it once per request and pass it to every limiter
-// the request meets (time.Now costs tens of nanoseconds). Keyed and Limiter
-// turn a time.Time into int64 nanoseconds with now.Sub from the first instant
-// they saw, so values carrying a monotonic reading are immune to wall-clock
-// steps. The pure rules take int64 nanoseconds directly (Unix nanoseconds
-// when state is shared between processes).
+// the request meets: the clock is read once, and every limit judges the
+// request at the same instant. Keyed and Limiter turn a time.Time into
+// int64 nanoseconds with now.Sub from the first instant they saw, so values
+// carrying a monotonic reading are immune to wall-clock steps. The pure
+// rules take int64 nanoseconds directly (Unix nanoseconds when state is
+// shared between processes).
 //
 // # Decisions
 //

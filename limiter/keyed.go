@@ -263,12 +263,12 @@ func (k *Keyed) Len() int { return k.impl.stats().Keys }
 func (k *Keyed) Stats() Stats { return k.impl.stats() }
 
 // StateBytesPerKey returns the fixed bytes one live key occupies in the
-// table: its slot, the key's 8-byte hash plus the
-// algorithm's state (16 bytes for GCRA, 24 for token bucket and both window
-// counters, 40 for the sliding log's ring header), plus for the sliding log
-// a full ring of Limit 8-byte timestamps. It does not count table slack: at
-// 53–80 % load a slot costs 1.25–1.9× its size, which the heap figures in
-// the benchmark notes include.
+// table: its slot, the key's 8-byte hash and the algorithm's state (16
+// bytes in all for GCRA, 24 for token bucket and both window counters, 40
+// for the sliding log's ring header), plus for the sliding log a full ring
+// of Limit 8-byte timestamps. It does not count table slack: at 53–80 %
+// load a slot costs 1.25–1.9× its size, which the heap figures in the
+// benchmark notes include.
 func (k *Keyed) StateBytesPerKey() int {
 	b := k.impl.slotBytes()
 	if k.cfg.Mode == SlidingLogMode {
