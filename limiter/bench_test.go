@@ -19,9 +19,17 @@ import (
 )
 
 // Benchmarks: one decision per op, for every algorithm and the two things a
-// Go user would otherwise use, side by side in one run:
+// Go user would otherwise use, side by side in one run, named
+// BenchmarkDecide/keys=<n>/impl=<subject>/mode=<serial|parallel> so that
+// benchstat can put the subjects side by side:
 //
-//	go test ./limiter -run '^$' -bench BenchmarkDecide -benchmem -count 3
+//	go test ./limiter -run '^$' -bench BenchmarkDecide -benchmem -count 6 >bench.txt
+//	benchstat -col /impl bench.txt
+//
+// (benchstat is golang.org/x/perf/cmd/benchstat; 6 runs is the fewest for
+// which it gives a confidence interval.) The x/time/rate map runs first, so
+// it is benchstat's base column and every other subject's "vs base" is its
+// time per decision relative to the map's: −50 % is twice the map's speed.
 //
 // All share the same limit (10/s with a burst of 20, or 20 per 2 s), the same
 // key sequence (xorshift over the key set) and the same instants (benchStep
@@ -111,8 +119,12 @@ type benchImpl struct {
 	make func(tb testing.TB) benchSubject
 }
 
+// benchImpls lists the subjects, the x/time/rate map first (benchstat's
+// base column).
 func benchImpls() []benchImpl {
-	var impls []benchImpl
+	impls := []benchImpl{{"x_time_rate_map", func(tb testing.TB) benchSubject {
+		return &rateMap{m: map[string]*rate.Limiter{}}
+	}}}
 	for _, mode := range Modes {
 		impls = append(impls, benchImpl{string(mode), func(tb testing.TB) benchSubject {
 			k, err := NewKeyed(Config{Mode: mode, Rate: benchRate, Burst: benchBurst, Limit: benchBurst, Window: benchWindow, MaxKeys: 2 << 20})
@@ -120,28 +132,20 @@ func benchImpls() []benchImpl {
 			return keyedSubject{k}
 		}})
 	}
-	impls = append(impls,
-		benchImpl{"x_time_rate_map", func(tb testing.TB) benchSubject {
-			return &rateMap{m: map[string]*rate.Limiter{}}
-		}},
-		benchImpl{"throttled_gcra", func(tb testing.TB) benchSubject { return newThrottled(tb) }},
-	)
-	return impls
+	return append(impls, benchImpl{"throttled_gcra", func(tb testing.TB) benchSubject { return newThrottled(tb) }})
 }
 
 // keyGen writes "tenant-<8 hex digits of i>" into one of two buffers in
 // turn. Building a key costs every subject the same and little: the prefix
-// is written once and the digits with one 8-byte store (with
-// strconv.AppendInt the loop's own cost was ~17 ns per op, now ~11).
+// is written once and the digits with one 8-byte store.
 // The loops build the next request's key before deciding on the current
 // one, so the key a subject hashes was written one decision earlier: hot in
 // cache, as a key parsed from a request a moment before would be. A key
-// written by the instructions just before the hash stalls store-to-load
-// forwarding (the hash's wide loads overlap narrow stores still in flight):
-// ~8 ns per hash here, paid by every subject (the map ~16 ns per decision,
-// as it also compares the key), a cost of the harness and not of any
-// limiter. The strings alias the buffers, so subjects that keep keys clone
-// them on insert (before timing starts).
+// written by the instructions just before the hash would stall
+// store-to-load forwarding (the hash's wide loads overlap narrow stores
+// still in flight), a cost of the benchmark loop and not of any subject.
+// The strings alias the buffers, so subjects that keep keys clone them on
+// insert (before timing starts).
 type keyGen struct {
 	buf [2][16]byte
 	n   int
@@ -172,17 +176,10 @@ func hex8(x uint32) uint64 {
 // pick maps a random 64-bit value onto 0..n-1 without a division.
 func pick(x *xorshift, n int) int { return int((x.next() >> 32) * uint64(n) >> 32) }
 
-// harness is a subject that decides nothing: its ns/op is the loop's own
-// cost (key, instant, random index), included in every other figure.
-type harness struct{}
-
-func (harness) allow(key string, _ time.Time) bool { return len(key) > 0 }
-
 func BenchmarkDecide(b *testing.B) {
-	impls := append([]benchImpl{{"harness", func(testing.TB) benchSubject { return harness{} }}}, benchImpls()...)
 	for _, nkeys := range []int{1, 10_000, 1_000_000} {
-		for _, impl := range impls {
-			b.Run("keys="+strconv.Itoa(nkeys)+"/"+impl.name, func(b *testing.B) {
+		for _, impl := range benchImpls() {
+			b.Run("keys="+strconv.Itoa(nkeys)+"/impl="+impl.name, func(b *testing.B) {
 				s := impl.make(b)
 				var g keyGen
 				for i := range nkeys { // every key live before timing
@@ -198,7 +195,7 @@ func BenchmarkDecide(b *testing.B) {
 				var seq atomic.Uint64
 				var vt atomic.Int64
 				vt.Store(t0.Add(time.Second).UnixNano())
-				b.Run("serial", func(b *testing.B) {
+				b.Run("mode=serial", func(b *testing.B) {
 					b.ReportAllocs()
 					x := xorshift(seq.Add(1) * 0x9E3779B97F4A7C15)
 					now := time.Unix(0, vt.Load()).UTC()
@@ -212,7 +209,7 @@ func BenchmarkDecide(b *testing.B) {
 					}
 					vt.Store(now.UnixNano())
 				})
-				b.Run("parallel", func(b *testing.B) {
+				b.Run("mode=parallel", func(b *testing.B) {
 					b.ReportAllocs()
 					start := vt.Load()
 					b.RunParallel(func(pb *testing.PB) {

@@ -30,8 +30,8 @@ type epoch struct {
 // Without a monotonic reading in the epoch, now.Sub(epoch) is the wall-clock
 // difference whatever now is, so the result is exactly now.UnixNano(); that
 // is computed directly, because Sub's wall-clock path verifies itself with
-// an Add and an Equal (~12 ns, as much as the rest of a decision's
-// arithmetic). With one, Sub takes its cheap monotonic path.
+// an Add and an Equal, work a decision need not do. With one, Sub takes its
+// cheap monotonic path.
 func (c *clock) ns(now time.Time) int64 {
 	e := c.p.Load()
 	if e == nil {

@@ -16,11 +16,12 @@
 //
 // Nothing here reads the clock or starts a goroutine or timer: every
 // decision takes now. Take it once per request and pass it to every limiter
-// the request meets (time.Now costs tens of nanoseconds). Keyed and Limiter
-// turn a time.Time into int64 nanoseconds with now.Sub from the first instant
-// they saw, so values carrying a monotonic reading are immune to wall-clock
-// steps. The pure rules take int64 nanoseconds directly (Unix nanoseconds
-// when state is shared between processes).
+// the request meets: the clock is read once, and every limit judges the
+// request at the same instant. Keyed and Limiter turn a time.Time into
+// int64 nanoseconds with now.Sub from the first instant they saw, so values
+// carrying a monotonic reading are immune to wall-clock steps. The pure
+// rules take int64 nanoseconds directly (Unix nanoseconds when state is
+// shared between processes).
 //
 // # Decisions
 //
@@ -34,20 +35,16 @@
 // # Concurrency
 //
 // Keyed and Limiter are safe for concurrent use; the rules are immutable
-// values. A Keyed decision on a stored key locks only that key's slot (a CAS
-// on the slot's hash word, undone by a plain store), so decisions on
-// different keys write no shared memory. A decision that finds its key's
-// slot locked by another switches that key to its shard's mutex, which lets
-// one core run a burst of decisions instead of passing the slot's cache line
-// back and forth; the key stays there until it is forgotten, so under heavy
-// parallel load a key that collided once by chance (about 60 in 10 million
-// decisions over 10 000 keys on two cores) keeps taking the mutex path,
-// measured no slower at that size.
+// values. Keyed spreads keys over up to 64 shards by a seeded hash, each
+// shard a sync.Mutex and the table it guards: a decision holds its key's
+// shard mutex, so decisions on keys of different shards do not wait for
+// each other. A Limiter's decisions take its one mutex.
 //
 // # Memory
 //
-// Keyed stores no key strings: a seeded 62-bit hash and the state, inline in
-// an open-addressing table, 27–41 bytes per live key at a million keys
-// (SlidingLog adds 8 bytes per logged unit). Keys whose state equals a new
-// key's are forgotten, and Config.MaxKeys caps the rest; see Keyed.
+// Keyed stores no key strings: a seeded 64-bit hash and the state, inline
+// in an open-addressing table kept at most 80 % full, so a live key costs
+// its slot (StateBytesPerKey; SlidingLog adds 8 bytes per logged unit) plus
+// the table's slack. Keys whose state equals a new key's are
+// forgotten, and Config.MaxKeys caps the rest; see Keyed.
 package limiter

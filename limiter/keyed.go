@@ -1,25 +1,26 @@
 package limiter
 
 import (
+	"hash/maphash"
 	"time"
 	"unsafe"
 )
 
 // Keyed is a set of limiters of one Config, one per key (tenant, API key,
 // client address), for any Mode. It is safe for concurrent use: keys are
-// spread over up to 64 shards by a seeded hash, and a decision on a stored
-// key locks only that key's slot (a lock bit in the slot's hash word), so
-// it writes that slot and no shared lock; new keys and changes to a shard's
-// table take the shard's mutex (see table.go). Create one with NewKeyed; the
-// zero Keyed is not usable.
+// spread over up to 64 shards by a seeded hash, and a decision holds its
+// key's shard's mutex, so decisions on keys of different shards do not wait
+// for each other (see table.go). Create one with NewKeyed; the zero Keyed is
+// not usable.
 //
-// A key is never stored: each key is reduced to a 62-bit hash (seeded with
-// random words private to this Keyed, see keyHasher; the word's two low
-// bits are the slot's lock and contended mark) and only that hash and the
-// algorithm's state are kept, inline in an open-addressing table — no key strings, no per-key
-// allocation (except SlidingLog's log growing), no allocation per decision
-// for a known key. Two keys whose hashes collide would share one limit;
-// among a million live keys that happens with probability about 1e-7.
+// A key is never stored: each key is reduced to a 64-bit hash/maphash hash,
+// with a seed drawn at random for this Keyed, so which keys collide differs
+// between Keyed limiters and processes and cannot be worked out from
+// outside the process. Only that hash and the algorithm's state are kept,
+// inline in an open-addressing table: no key strings, no per-key allocation
+// (except SlidingLog's log growing), no allocation per decision for a known
+// key. Two keys whose hashes collide would share one limit; among a million
+// live keys that happens with probability about 3e-8.
 //
 // Memory follows active keys: a key whose state is indistinguishable from a
 // new key's (full bucket, empty windows) is forgotten by Sweep, and also,
@@ -49,15 +50,14 @@ import (
 // The package starts no goroutines: call Sweep periodically (for example
 // every Window, or every Burst/Rate) to return idle keys' memory promptly.
 type Keyed struct {
-	keys  keyHasher
+	seed  maphash.Seed
 	clock clock
 	max   int   // largest admissible cost
 	kind  uint8 // which of the tables below is in use
 	// The table, typed for the hot path: exactly one is non-nil. AllowAt
 	// switches on kind and calls a non-generic decide per rule, because a
 	// method called through an interface or through a generic dictionary
-	// is an indirect call that cannot be inlined (at 10 000 keys GCRA went
-	// from ~73 to ~63 ns per decision without them).
+	// is an indirect call that cannot be inlined.
 	tb   *keyedTable[TokenBucketState, TokenBucket]
 	gcra *keyedTable[GCRAState, GCRA]
 	fw   *keyedTable[FixedWindowState, FixedWindow]
@@ -107,7 +107,7 @@ func NewKeyed(cfg Config) (*Keyed, error) {
 	if cfg.MaxKeys == 0 {
 		cfg.MaxKeys = DefaultMaxKeys
 	}
-	k := &Keyed{cfg: cfg, keys: newKeyHasher()}
+	k := &Keyed{cfg: cfg, seed: maphash.MakeSeed()}
 	switch cfg.Mode {
 	case TokenBucketMode:
 		r, _ := NewTokenBucket(cfg.Rate, cfg.Burst)
@@ -149,9 +149,7 @@ func newKeyedTable[S any, R rule[S]](r R, maxKeys int) *keyedTable[S, R] {
 	for 1<<(64-t.shift) < n {
 		t.shift--
 	}
-	nearMax := wideTableBytes / (n * int(unsafe.Sizeof(slot[S]{})))
 	for i := range t.shards {
-		t.shards[i].nearMax = nearMax
 		t.shards[i].cap = maxKeys / n
 		if i < maxKeys%n {
 			t.shards[i].cap++
@@ -165,8 +163,8 @@ func newKeyedTable[S any, R rule[S]](r R, maxKeys int) *keyedTable[S, R] {
 func (k *Keyed) Config() Config { return k.cfg }
 
 // AllowAt decides whether key may spend cost units at now and, if so,
-// spends them. Take now once per request (time.Now costs ~60 ns) and pass it
-// to every limiter the request meets. The error is non-nil only for cost < 1
+// spends them. Take now once per request and pass it to every limiter the
+// request meets. The error is non-nil only for cost < 1
 // (ErrInvalidCost) or a cost above the burst or limit, which can never be
 // admitted (ErrCostTooLarge, with the numbers); the Decision is then zero.
 func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
@@ -193,56 +191,59 @@ func (k *Keyed) AllowAt(key string, now time.Time, cost int) (Decision, error) {
 // decide is a direct call the compiler can inline (through the generic
 // shard it would be an indirect call): GCRA's decide and the common cases
 // of the token bucket (admitFull) and the fixed window (admitNear) are
-// inlined. shard.lock and shard.finish do the locking.
+// inlined. Each holds the key's shard's mutex for the lookup and the
+// decision; shard.state finds or inserts the key.
 
 func decideTokenBucket(t *keyedTable[TokenBucketState, TokenBucket], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sl, underMu := sh.lock(t.rule, h, now)
-	d, ok := t.rule.admitFull(&sl.s, now, cost) // decide, split so that its common case is inlined
+	sh.mu.Lock()
+	s := sh.state(t.rule, h, now)
+	d, ok := t.rule.admitFull(s, now, cost) // decide, split so that its common case is inlined
 	if !ok {
-		d = t.rule.decideGeneral(&sl.s, now, cost)
+		d = t.rule.decideGeneral(s, now, cost)
 	}
-	sh.finish(sl, h, underMu)
+	sh.mu.Unlock()
 	return d
 }
 
 func decideGCRA(t *keyedTable[GCRAState, GCRA], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sl, underMu := sh.lock(t.rule, h, now)
-	d := t.rule.decide(&sl.s, now, cost)
-	sh.finish(sl, h, underMu)
+	sh.mu.Lock()
+	d := t.rule.decide(sh.state(t.rule, h, now), now, cost)
+	sh.mu.Unlock()
 	return d
 }
 
 func decideFixedWindow(t *keyedTable[FixedWindowState, FixedWindow], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sl, underMu := sh.lock(t.rule, h, now)
-	d, ok := t.rule.admitNear(&sl.s, now, cost) // decide, split so that its common case is inlined
+	sh.mu.Lock()
+	s := sh.state(t.rule, h, now)
+	d, ok := t.rule.admitNear(s, now, cost) // decide, split so that its common case is inlined
 	if !ok {
-		d = t.rule.decideGeneral(&sl.s, now, cost)
+		d = t.rule.decideGeneral(s, now, cost)
 	}
-	sh.finish(sl, h, underMu)
+	sh.mu.Unlock()
 	return d
 }
 
 func decideSlidingCounter(t *keyedTable[SlidingCounterState, SlidingCounter], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sl, underMu := sh.lock(t.rule, h, now)
-	d := t.rule.decide(&sl.s, now, cost)
-	sh.finish(sl, h, underMu)
+	sh.mu.Lock()
+	d := t.rule.decide(sh.state(t.rule, h, now), now, cost)
+	sh.mu.Unlock()
 	return d
 }
 
 func decideSlidingLog(t *keyedTable[SlidingLogState, SlidingLog], h uint64, now int64, cost int) Decision {
 	sh := t.shard(h)
-	sl, underMu := sh.lock(t.rule, h, now)
-	d := t.rule.decide(&sl.s, now, cost)
-	sh.finish(sl, h, underMu)
+	sh.mu.Lock()
+	d := t.rule.decide(sh.state(t.rule, h, now), now, cost)
+	sh.mu.Unlock()
 	return d
 }
 
 // hash returns key's stored hash.
-func (k *Keyed) hash(key string) uint64 { return keyHash(k.keys.sum(key)) }
+func (k *Keyed) hash(key string) uint64 { return keyHash(maphash.String(k.seed, key)) }
 
 // Allow is AllowAt(key, time.Now(), 1).
 func (k *Keyed) Allow(key string) bool {
@@ -262,12 +263,12 @@ func (k *Keyed) Len() int { return k.impl.stats().Keys }
 func (k *Keyed) Stats() Stats { return k.impl.stats() }
 
 // StateBytesPerKey returns the fixed bytes one live key occupies in the
-// table: its slot, an 8-byte word (key hash and slot lock) plus the
-// algorithm's state (16 bytes for GCRA, 24 for token bucket and both window
-// counters, 40 for the sliding log's ring header), plus for the sliding log
-// a full ring of Limit 8-byte timestamps. It does not count table slack: at
-// 53–80 % load a slot costs 1.25–1.9× its size, which the heap figures in
-// the benchmark notes include.
+// table: its slot, the key's 8-byte hash and the algorithm's state (16
+// bytes in all for GCRA, 24 for token bucket and both window counters, 40
+// for the sliding log's ring header), plus for the sliding log a full ring
+// of Limit 8-byte timestamps. It does not count table slack: at 53–80 %
+// load a slot costs 1.25–1.9× its size, which the heap figures in the
+// benchmark notes include.
 func (k *Keyed) StateBytesPerKey() int {
 	b := k.impl.slotBytes()
 	if k.cfg.Mode == SlidingLogMode {

@@ -260,11 +260,12 @@ func TestNoAllocationPerDecision(t *testing.T) {
 }
 
 func TestStateBytesPerKey(t *testing.T) {
-	// The sliding log's slot: an 8-byte word, a slice header and two int32s,
-	// 40 bytes on 64-bit platforms and 32 (20 rounded up to 8) on 32-bit.
+	// The sliding log's slot: an 8-byte hash, a slice header and two
+	// int32s, 40 bytes on 64-bit platforms and 28 on 32-bit ones (where a
+	// uint64 needs only 4-byte alignment, so nothing is padded).
 	logSlot := 40
 	if strconv.IntSize == 32 {
-		logSlot = 32
+		logSlot = 28
 	}
 	tests := []struct {
 		cfg  Config
@@ -293,6 +294,22 @@ func TestRetryAfterSeconds(t *testing.T) {
 	for _, tt := range tests {
 		if got := (Decision{RetryAfter: tt.d}).RetryAfterSeconds(); got != tt.want {
 			t.Errorf("RetryAfterSeconds(%s) = %d, want %d", tt.d, got, tt.want)
+		}
+	}
+}
+
+// TestKeyedSeeded: two Keyed limiters map the same key to different hashes
+// (each draws its own maphash seed), so which keys collide cannot be
+// learned from one and used on another.
+func TestKeyedSeeded(t *testing.T) {
+	cfg := Config{Mode: GCRAMode, Rate: 1, Burst: 1}
+	a, err := NewKeyed(cfg)
+	must(t, err)
+	b, err := NewKeyed(cfg)
+	must(t, err)
+	for _, key := range []string{"x", "acme", "10.0.0.1", "tenant-0000002a", strings.Repeat("z", 40)} {
+		if ha, hb := a.hash(key), b.hash(key); ha == hb {
+			t.Errorf("%q: two Keyed limiters gave the same hash %#x", key, ha)
 		}
 	}
 }

@@ -67,10 +67,11 @@ func (k *Keyed) Refund(key string, now time.Time, cost int) {
 // here: refunds are off the hot path.
 func refundKeyed[S any, R refundRule[S]](t *keyedTable[S, R], h uint64, now int64, cost int) {
 	sh := t.shard(h)
-	if sl, underMu := sh.acquireSlow(t.rule, h, now, false, false); sl != nil {
-		t.rule.refund(&sl.s, now, cost)
-		sh.finish(sl, h, underMu)
+	sh.mu.Lock()
+	if s := sh.stored(h); s != nil {
+		t.rule.refund(s, now, cost)
 	}
+	sh.mu.Unlock()
 }
 
 // refundPure implements the exported value-in, value-out Refund methods.

@@ -119,8 +119,7 @@ func (r TokenBucket) advance(s *TokenBucketState, t int64) float64 {
 		last = t
 	}
 	// The common case, a key back after its bucket refilled, skips the
-	// float division (~8 ns of a ~50 ns keyed decision); exact, see
-	// fullAfter.
+	// float division; exact, see fullAfter.
 	if d := t - last; d >= r.fullNear && s.Tokens >= float64(r.burst)-1 || d >= r.fullAny && s.Tokens >= -1 {
 		return float64(r.burst)
 	}
