@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math/bits"
@@ -101,7 +102,7 @@ func newThrottled(tb testing.TB) throttledSubject {
 	must(tb, err)
 	now := new(atomic.Int64)
 	st.SetTimeNow(func() time.Time { return time.Unix(0, now.Load()) })
-	l, err := throttled.NewGCRARateLimiter(clonedKeys{st}, throttled.RateQuota{MaxRate: throttled.PerSec(benchRate), MaxBurst: benchBurst - 1})
+	l, err := throttled.NewGCRARateLimiterCtx(throttled.WrapStoreWithContext(clonedKeys{st}), throttled.RateQuota{MaxRate: throttled.PerSec(benchRate), MaxBurst: benchBurst - 1})
 	must(tb, err)
 	return throttledSubject{l, now}
 }
@@ -110,7 +111,7 @@ func (s throttledSubject) allow(key string, now time.Time) bool {
 	if ns := now.UnixNano(); ns > s.now.Load()+int64(10*time.Millisecond) {
 		s.now.Store(ns)
 	}
-	limited, _, _ := s.l.RateLimit(key, 1)
+	limited, _, _ := s.l.RateLimitCtx(context.Background(), key, 1)
 	return !limited
 }
 

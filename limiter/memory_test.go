@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"runtime"
@@ -79,9 +80,9 @@ func TestMemoryPerKey(t *testing.T) {
 		{"throttled_gcra", func() func(string, time.Time) {
 			st, err := memstore.New(0)
 			must(t, err)
-			l, err := throttled.NewGCRARateLimiter(st, throttled.RateQuota{MaxRate: throttled.PerHour(4), MaxBurst: 19})
+			l, err := throttled.NewGCRARateLimiterCtx(throttled.WrapStoreWithContext(st), throttled.RateQuota{MaxRate: throttled.PerHour(4), MaxBurst: 19})
 			must(t, err)
-			return func(key string, _ time.Time) { _, _, _ = l.RateLimit(key, 1) }
+			return func(key string, _ time.Time) { _, _, _ = l.RateLimitCtx(context.Background(), key, 1) }
 		}, 0},
 	}
 	var out strings.Builder
