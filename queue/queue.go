@@ -110,6 +110,13 @@ type Stored struct {
 // Later is the Stored of a kind that stores elsewhere: Then runs store.
 func Later(store func(done func(Placed, error))) Stored { return Stored{later: store} }
 
+// Answer returns the answer when it is known already (a memory kind's),
+// with known true; known is false for a kind that must run its store
+// (Then).
+func (s Stored) Answer() (p Placed, known bool, err error) {
+	return s.placed, s.later == nil, s.err
+}
+
 // Then calls done exactly once, with the job's place or an error (one
 // wrapping ErrFull or ErrDuplicate, or a store's failure). The caller runs
 // it after releasing the lock it offered under. For a memory kind, which

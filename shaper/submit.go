@@ -40,12 +40,23 @@ func (s *Shaper) SubmitFunc(job *queue.Job, done func(Receipt)) {
 	now := time.Now()
 	l := s.lookup(job)
 	if l != nil && l.blocking.Load() {
-		if !s.goRemote(func() { s.submit(now, l, job, done) }) {
+		if !s.goRemote(func() { s.submitFunc(now, l, job, done) }) {
 			done(s.rejectBusy(l, job))
 		}
 		return
 	}
-	s.submit(now, l, job, done)
+	s.submitFunc(now, l, job, done)
+}
+
+// submitFunc runs the path and calls done with the receipt, now or once
+// the queue's store answered.
+func (s *Shaper) submitFunc(now time.Time, l *lane, job *queue.Job, done func(Receipt)) {
+	rc, stored, pending := s.submit(now, l, job)
+	if !pending {
+		done(rc)
+		return
+	}
+	l.await(now, job, rc, stored, done)
 }
 
 // Submit is SubmitAt(time.Now(), job).
@@ -55,8 +66,13 @@ func (s *Shaper) Submit(job *queue.Job) Receipt { return s.SubmitAt(time.Now(), 
 // returns the receipt. It blocks on I/O only where that path does: a
 // remote admission decision, a durable store.
 func (s *Shaper) SubmitAt(now time.Time, job *queue.Job) Receipt {
+	l := s.lookup(job)
+	rc, stored, pending := s.submit(now, l, job)
+	if !pending {
+		return rc
+	}
 	ch := make(chan Receipt, 1)
-	s.submit(now, s.lookup(job), job, func(rc Receipt) { ch <- rc })
+	l.await(now, job, rc, stored, func(rc Receipt) { ch <- rc })
 	return <-ch
 }
 
@@ -70,19 +86,20 @@ func (s *Shaper) lookup(job *queue.Job) *lane {
 	return s.active[job.Downstream]
 }
 
-// submit answers a job for an unknown lane, or runs l's path.
-func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job, done func(Receipt)) {
+// submit answers a job for an unknown lane, or runs l's path; pending
+// means the receipt waits for the queue's store (l.await).
+func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job) (Receipt, queue.Stored, bool) {
 	rc := Receipt{JobID: job.ID, Downstream: job.Downstream}
 	switch {
 	case l != nil:
-		l.submit(now, job, rc, done)
+		return l.submit(now, job, rc)
 	case s.closing.Load():
 		s.met.Received(unknownLabel)
-		done(s.reject(nil, rc, ReasonUnavailable, 0, errShuttingDown))
+		return s.reject(nil, rc, ReasonUnavailable, 0, errShuttingDown), queue.Stored{}, false
 	default:
 		s.met.Received(unknownLabel)
-		done(s.reject(nil, rc, ReasonUnknownDownstream, 0,
-			fmt.Errorf("no downstream named %q", job.Downstream)))
+		return s.reject(nil, rc, ReasonUnknownDownstream, 0,
+			fmt.Errorf("no downstream named %q", job.Downstream)), queue.Stored{}, false
 	}
 }
 
@@ -96,11 +113,13 @@ func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job, done func(Receip
 // made with the lock released, and the checks run again once it is
 // retaken (the queue may have filled meanwhile: the job is then refused
 // although its key was charged, erring toward admitting less). The queue
-// then takes the job under the lock (a memory kind places it there), and
-// its Stored answers after the lock is released (a durable kind's store).
-// Every receipt is counted (received, accepted, rejected{reason}).
-func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt, done func(Receipt)) {
+// then takes the job under the lock: a memory kind places it there and the
+// receipt is final; a durable kind's Stored is returned pending, for await
+// to run once the lock is released. Every receipt is counted (received,
+// accepted, rejected{reason}).
+func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue.Stored, bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.c.received++
 	l.m.received.Inc()
 	rc, ok := l.check(now, job, rc)
@@ -112,12 +131,18 @@ func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt, done func(Recei
 		}
 	}
 	if !ok {
-		l.mu.Unlock()
-		done(rc)
-		return
+		return rc, queue.Stored{}, false
 	}
 	stored := l.enqueue(now, job)
-	l.mu.Unlock()
+	if p, known, err := stored.Answer(); known {
+		return l.stored(now, job, rc, p, err), queue.Stored{}, false
+	}
+	return rc, stored, true
+}
+
+// await runs a durable queue's Stored, without l.mu, and calls done with
+// the booked receipt once the store answered.
+func (l *lane) await(now time.Time, job *queue.Job, rc Receipt, stored queue.Stored, done func(Receipt)) {
 	stored.Then(func(p queue.Placed, err error) {
 		l.mu.Lock()
 		rc := l.stored(now, job, rc, p, err)
