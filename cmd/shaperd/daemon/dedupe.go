@@ -149,7 +149,6 @@ func (d *dedupe) pop() {
 	}
 }
 
-
 // setWindow changes the window for ids remembered from now on. After a
 // shrink, older entries may outlive the new window by the difference: expiry
 // stops at the first live entry, and those are ahead of the new ones.
