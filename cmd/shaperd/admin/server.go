@@ -37,8 +37,8 @@ type Registry interface {
 	prometheus.Registerer
 }
 
-// Deps are what the server reads. Every field is required; the functions
-// are called from HTTP handlers, concurrently.
+// Deps are what the server reads. Every field but DeadStats is required;
+// the functions are called from HTTP handlers, concurrently.
 type Deps struct {
 	Logger   *slog.Logger
 	Registry Registry
@@ -51,6 +51,9 @@ type Deps struct {
 	NotReady func() []string
 	// History is what GET /v1/history serves; its owner starts it.
 	History *History
+	// DeadStats, if not nil, reports each downstream's stored dead letters
+	// for GET /v1/downstreams ("dead_letters") and the status page.
+	DeadStats DeadStats
 }
 
 // Server is the admin HTTP server: /metrics, /healthz, /readyz, /v1 and
@@ -166,13 +169,13 @@ func (h *handlers) serveReady(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (h *handlers) serveDownstreams(w http.ResponseWriter, _ *http.Request) {
+func (h *handlers) serveDownstreams(w http.ResponseWriter, r *http.Request) {
 	ds := h.Downstreams()
 	if ds == nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"downstreams": ds.Lanes()})
+	writeJSON(w, http.StatusOK, map[string]any{"downstreams": downstreamRows(r.Context(), time.Now(), ds.Lanes(), h.DeadStats)})
 }
 
 func (h *handlers) servePause(pause bool) http.HandlerFunc {
