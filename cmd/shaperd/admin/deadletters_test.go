@@ -113,3 +113,46 @@ func TestStatusPageDeadLetters(t *testing.T) {
 		}
 	}
 }
+
+// The replay route sits behind the same guards as pause: basic auth, and
+// the cross-origin check that refuses a POST another site's page makes with
+// the operator's cached credentials (a JSON body from a plain form needs no
+// CORS preflight, so only this check stops it). "From the page" is not
+// refused by a guard: 404 here, the replay route being another part's.
+func TestReplayRouteGuarded(t *testing.T) {
+	a := startTestAdmin(t, withAuth(t, "ops", "s3cret"), "printer")
+	const replay, pause = "/v1/downstreams/printer/dead/replay", "/v1/downstreams/printer/pause"
+	for _, tt := range []struct {
+		name, path, site, user string
+		refused                int // 0: not refused by a guard
+	}{
+		{"without credentials", replay, "same-origin", "", http.StatusUnauthorized},
+		{"from another site", replay, "cross-site", "ops", http.StatusForbidden},
+		{"from a sibling subdomain", replay, "same-site", "ops", http.StatusForbidden},
+		{"from the page", replay, "same-origin", "ops", 0},
+		{"not from a browser", replay, "", "ops", 0},
+		{"pause from another site", pause, "cross-site", "ops", http.StatusForbidden},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req, err := http.NewRequest(http.MethodPost, a.url+tt.path, strings.NewReader(`{"rate":"2/s"}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", "application/json")
+			if tt.site != "" {
+				req.Header.Set("Sec-Fetch-Site", tt.site)
+			}
+			if tt.user != "" {
+				req.SetBasicAuth(tt.user, "s3cret")
+			}
+			status, _, body := call(t, nil, req)
+			if status == http.StatusForbidden && !strings.Contains(body, `"error": "POST from another site's page refused`) {
+				t.Errorf("403 body %s, want the JSON error", body)
+			}
+			guarded := status == http.StatusUnauthorized || status == http.StatusForbidden
+			if (tt.refused != 0 && status != tt.refused) || (tt.refused == 0 && guarded) {
+				t.Errorf("POST %s: %d %s, want refused %d", tt.path, status, body, tt.refused)
+			}
+		})
+	}
+}

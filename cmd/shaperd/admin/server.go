@@ -68,7 +68,8 @@ type Server struct {
 }
 
 // Start serves /metrics, /healthz, /readyz, /v1 and the status page on
-// cfg.Listen, over TLS and behind basic auth when configured. It opens the
+// cfg.Listen, over TLS and behind basic auth when configured; POSTs from
+// another site's page are refused (403). It opens the
 // listener before it returns, so a bad address or unreadable certificate
 // fails here; serving runs on a goroutine the Server owns until Stop. The
 // server has every timeout set, so slow clients cannot hold connections
@@ -83,7 +84,11 @@ func Start(cfg config.Admin, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	warnExposure(deps.Logger, cfg)
-	var handler http.Handler = newMux(deps)
+	// A browser that holds the operator's basic-auth credentials (the status
+	// page was opened) would attach them to a POST another site's page makes
+	// here; CrossOriginProtection refuses such POSTs (403, from Sec-Fetch-Site
+	// or Origin) and lets same-origin and non-browser clients through.
+	handler := crossOriginGuard().Handler(newMux(deps))
 	if cfg.BasicAuth.Username != "" {
 		handler = newBasicAuth(cfg.BasicAuth, deps.Logger, "/healthz", "/readyz").wrap(handler)
 	}
@@ -130,6 +135,17 @@ func (s *Server) Stop() error {
 		s.stopErr = errors.Join(err, <-s.done)
 	})
 	return s.stopErr
+}
+
+// crossOriginGuard refuses POSTs from another origin's page with a JSON
+// error like every other admin refusal.
+func crossOriginGuard() *http.CrossOriginProtection {
+	c := http.NewCrossOriginProtection()
+	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, map[string]string{
+			"error": r.Method + " from another site's page refused; use the status page on this address, shaperctl or curl"})
+	}))
+	return c
 }
 
 // listen opens the listener before serving so a bad address fails start-up.
