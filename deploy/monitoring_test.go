@@ -242,6 +242,8 @@ func TestAlertRules(t *testing.T) {
 		"shaper_config_reload_failures_total",                       // reload refused
 		"shaper_nats_connected",                                     // NATS down
 		"shaper_jobs_started_total", "shaper_drain_rate_per_second", // drain far below configured
+		"shaper_dead_letters", "shaper_dead_letters_discarded_total", // dead letters piling up
+		"shaper_dead_letter_store_errors_total", // the store refuses them
 	} {
 		if !names[m] {
 			t.Errorf("%s: no alert uses %s", alertsPath, m)
@@ -258,6 +260,7 @@ func TestDashboard(t *testing.T) {
 		"shaper_jobs_dropped_total", "shaper_jobs_delivered_total", "shaper_inflight",
 		"shaper_queue_wait_seconds_bucket", "shaper_delivery_duration_seconds_bucket",
 		"shaper_downstream_paused", "shaper_nats_connected", "shaper_config_reload_failures_total",
+		"shaper_dead_letters", "shaper_dead_letters_replayed_total", "shaper_dead_letters_discarded_total",
 	} {
 		if !names[m] {
 			t.Errorf("%s: no panel shows %s", dashboardPath, m)

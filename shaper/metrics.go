@@ -42,6 +42,10 @@ type Metrics struct {
 	inflight, paused            *prometheus.GaugeVec
 	wait, duration              *prometheus.HistogramVec
 	beyondMetrics
+	// The dead-letter store's series (SPEC.md "Dead letters are kept"),
+	// pre-created per lane here; the store (in cmd) sets them.
+	deadStored                             *prometheus.GaugeVec
+	deadDiscarded, deadErrors, deadReplays *prometheus.CounterVec
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -84,6 +88,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of one delivery try.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 17),
 		}, ds),
+		deadStored: gauge("shaper_dead_letters", "Dead letters stored now in a downstream's dead-letter store."),
+		deadDiscarded: counter("shaper_dead_letters_discarded_total",
+			"Stored dead letters discarded by the store's age or count bound, the oldest first."),
+		deadErrors: counter("shaper_dead_letter_store_errors_total",
+			"Dead letters the store did not acknowledge (refused or timed out)."),
+		deadReplays:   counter("shaper_dead_letters_replayed_total", "Stored dead letters queued again by a replay."),
 		known:         map[string]int{},
 		beyondMetrics: newBeyondMetrics(f),
 	}
@@ -180,6 +190,10 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 		lm.delivered[o] = m.delivered.WithLabelValues(name, string(o))
 	}
 	lm.beyondLane = m.beyondMetrics.forLane(name)
+	m.deadStored.WithLabelValues(name)
+	for _, c := range []*prometheus.CounterVec{m.deadDiscarded, m.deadErrors, m.deadReplays} {
+		c.WithLabelValues(name)
+	}
 	return lm
 }
 
@@ -200,7 +214,8 @@ func (m *Metrics) forget(name string) {
 		m.dropped.MetricVec, m.delivered.MetricVec, m.depth.MetricVec, m.capacity.MetricVec,
 		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
 		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
-		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec} {
+		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec, m.deadStored.MetricVec,
+		m.deadDiscarded.MetricVec, m.deadErrors.MetricVec, m.deadReplays.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -15,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -102,6 +104,35 @@ func TestStatusPageAndHistory(t *testing.T) {
 	buf := make([]byte, 1<<20)
 	if stacks := string(buf[:runtime.Stack(buf, true)]); strings.Contains(stacks, "daemon.(*history).start") {
 		t.Errorf("history sampler still running after the daemon stopped:\n%s", stacks)
+	}
+}
+
+// TestStatusPageInChromium loads the whole daemon's page in headless
+// Chromium and checks, in the DOM after the script ran, that its first poll
+// drew the rows without an error (a thrown error reads "cannot reach the
+// admin API (...)"). Skipped, saying so, where chromium is not installed.
+func TestStatusPageInChromium(t *testing.T) {
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed: the status page is not run in a browser here (sudo apt-get install -y chromium)")
+	}
+	srv := runNATS(t)
+	in := startDaemon(t, srv, baseConfig(lane("printer", "2/s", 5, "", "http://127.0.0.1:1/")))
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", in.admin+"/")
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, out)
+	}
+	dom := string(out)
+	for _, want := range []string{`<span id="conn" class="">updated `, `<div class="dsname">printer</div>`, `<th>Dead letters<br>`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page in Chromium lacks %s:\n%s", want, dom)
+		}
 	}
 }
 

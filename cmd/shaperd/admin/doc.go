@@ -4,7 +4,7 @@
 // page at GET /, optionally over TLS and behind basic auth.
 //
 // It reads the daemon through small interfaces it defines (Downstreams, a
-// readiness function, a Prometheus Registry), so it never imports
+// readiness function, DeadStats, a Prometheus Registry), so it never imports
 // cmd/shaperd/daemon; the daemon starts a Server and owns the History
 // sampler the status page draws from. screenshot.sh takes a headless
 // Chromium screenshot of a running daemon's status page.

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 // sets as it likes. It is never ready: /readyz lists notRunning.
 type testAdmin struct {
 	lanes   *fakeLanes
+	dead    *fakeDead
 	history *History
 	url     string // http(s)://host:port
 	logs    *syncBuffer
@@ -38,13 +40,15 @@ func startTestAdmin(t *testing.T, admin config.Admin, lanes ...string) *testAdmi
 	if admin.Listen == "" {
 		admin.Listen = "127.0.0.1:0"
 	}
-	a := &testAdmin{lanes: newFakeLanes(lanes...), history: NewHistory(10*time.Millisecond, nil), logs: &syncBuffer{}}
+	a := &testAdmin{lanes: newFakeLanes(lanes...), dead: &fakeDead{stats: map[string]deadEntry{}},
+		history: NewHistory(10*time.Millisecond, nil), logs: &syncBuffer{}}
 	srv, err := Start(admin, Deps{
 		Logger:      slog.New(slog.NewTextHandler(a.logs, nil)),
 		Registry:    prometheus.NewRegistry(),
 		Downstreams: func() Downstreams { return a.lanes },
 		NotReady:    func() []string { return []string{notRunning} },
 		History:     a.history,
+		DeadStats:   a.dead.Stats,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -132,6 +136,31 @@ func (f *fakeLanes) fill(name string, n int) {
 			}
 		}
 	})
+}
+
+// fakeDead stands in for the daemon's dead-letter store: a downstream it
+// has no entry for has no store. Safe for concurrent use.
+type fakeDead struct {
+	mu    sync.Mutex
+	stats map[string]deadEntry
+}
+
+type deadEntry struct {
+	stored int
+	oldest time.Time
+}
+
+func (f *fakeDead) set(name string, stored int, oldest time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stats[name] = deadEntry{stored, oldest}
+}
+
+func (f *fakeDead) Stats(_ context.Context, name string) (int, time.Time, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	e, ok := f.stats[name]
+	return e.stored, e.oldest, ok
 }
 
 // call does one request and returns status, headers and body. The client

@@ -37,8 +37,8 @@ type Registry interface {
 	prometheus.Registerer
 }
 
-// Deps are what the server reads. Every field is required; the functions
-// are called from HTTP handlers, concurrently.
+// Deps are what the server reads. Every field but DeadStats is required;
+// the functions are called from HTTP handlers, concurrently.
 type Deps struct {
 	Logger   *slog.Logger
 	Registry Registry
@@ -51,6 +51,9 @@ type Deps struct {
 	NotReady func() []string
 	// History is what GET /v1/history serves; its owner starts it.
 	History *History
+	// DeadStats, if not nil, reports each downstream's stored dead letters
+	// for GET /v1/downstreams ("dead_letters") and the status page.
+	DeadStats DeadStats
 }
 
 // Server is the admin HTTP server: /metrics, /healthz, /readyz, /v1 and
@@ -65,7 +68,8 @@ type Server struct {
 }
 
 // Start serves /metrics, /healthz, /readyz, /v1 and the status page on
-// cfg.Listen, over TLS and behind basic auth when configured. It opens the
+// cfg.Listen, over TLS and behind basic auth when configured; POSTs from
+// another site's page are refused (403). It opens the
 // listener before it returns, so a bad address or unreadable certificate
 // fails here; serving runs on a goroutine the Server owns until Stop. The
 // server has every timeout set, so slow clients cannot hold connections
@@ -80,7 +84,11 @@ func Start(cfg config.Admin, deps Deps) (*Server, error) {
 		return nil, err
 	}
 	warnExposure(deps.Logger, cfg)
-	var handler http.Handler = newMux(deps)
+	// A browser that holds the operator's basic-auth credentials (the status
+	// page was opened) would attach them to a POST another site's page makes
+	// here; CrossOriginProtection refuses such POSTs (403, from Sec-Fetch-Site
+	// or Origin) and lets same-origin and non-browser clients through.
+	handler := crossOriginGuard().Handler(newMux(deps))
 	if cfg.BasicAuth.Username != "" {
 		handler = newBasicAuth(cfg.BasicAuth, deps.Logger, "/healthz", "/readyz").wrap(handler)
 	}
@@ -129,6 +137,17 @@ func (s *Server) Stop() error {
 	return s.stopErr
 }
 
+// crossOriginGuard refuses POSTs from another origin's page with a JSON
+// error like every other admin refusal.
+func crossOriginGuard() *http.CrossOriginProtection {
+	c := http.NewCrossOriginProtection()
+	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusForbidden, map[string]string{
+			"error": r.Method + " from another site's page refused; use the status page on this address, shaperctl or curl"})
+	}))
+	return c
+}
+
 // listen opens the listener before serving so a bad address fails start-up.
 func listen(addr string) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
@@ -166,13 +185,13 @@ func (h *handlers) serveReady(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
-func (h *handlers) serveDownstreams(w http.ResponseWriter, _ *http.Request) {
+func (h *handlers) serveDownstreams(w http.ResponseWriter, r *http.Request) {
 	ds := h.Downstreams()
 	if ds == nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"downstreams": ds.Lanes()})
+	writeJSON(w, http.StatusOK, map[string]any{"downstreams": downstreamRows(r.Context(), time.Now(), ds.Lanes(), h.DeadStats)})
 }
 
 func (h *handlers) servePause(pause bool) http.HandlerFunc {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
@@ -19,7 +20,10 @@ import (
 
 // statusHTML is the admin listener's GET /: one row per downstream (queue
 // fill, achieved against configured rate, in flight, refusals by reason,
-// paused or pushback) and charts of depth and rate over the last minutes.
+// stored dead letters with a replay control, paused or pushback) and charts
+// of depth and rate over the last minutes. The replay control POSTs to
+// /v1/downstreams/{name}/dead/replay from the script (same origin, the
+// page's credentials); the CSP allows no form submission.
 // It is plain HTML with an inline style and script and no external assets.
 // The server renders the rows once (html/template escapes every name); the
 // script then polls GET /v1/downstreams and GET /v1/history every 2 s and
@@ -42,7 +46,7 @@ func statusPageCSP(page string) string {
 		"; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 }
 
-func (h *handlers) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
+func (h *handlers) serveStatusPage(w http.ResponseWriter, r *http.Request) {
 	if statusTmplErr != nil {
 		http.Error(w, "status page: "+statusTmplErr.Error(), http.StatusInternalServerError)
 		return
@@ -52,7 +56,7 @@ func (h *handlers) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
 		lanes = ds.Lanes()
 	}
 	var buf bytes.Buffer
-	if err := statusTmpl.Execute(&buf, statusRows(lanes)); err != nil {
+	if err := statusTmpl.Execute(&buf, statusRows(downstreamRows(r.Context(), time.Now(), lanes, h.DeadStats))); err != nil {
 		http.Error(w, "status page: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -68,8 +72,9 @@ func (h *handlers) serveStatusPage(w http.ResponseWriter, _ *http.Request) {
 // statusRow is one downstream as the page first shows it, before the
 // script has history to add rates and charts.
 type statusRow struct {
-	shaper.LaneStatus
+	downstreamRow
 	Class, State, Note string // as the script's classify, without history
+	DeadText           string // as the script's deadText
 	BarClass, BarWidth string
 	FillPct            int
 	RateText           string
@@ -79,16 +84,18 @@ type statusRow struct {
 
 type statusChip struct{ Class, Text string }
 
-func statusRows(lanes []shaper.LaneStatus) []statusRow {
+func statusRows(lanes []downstreamRow) []statusRow {
 	rows := make([]statusRow, 0, len(lanes))
-	for _, st := range lanes {
+	for _, dr := range lanes {
+		st := dr.LaneStatus
 		fill := 0.0
 		if st.Capacity > 0 {
 			fill = min(1, float64(st.Depth)/float64(st.Capacity))
 		}
 		r := statusRow{
-			LaneStatus: st, FillPct: int(fill*100 + 0.5), BarWidth: strconv.FormatFloat(fill*150, 'f', 1, 64),
+			downstreamRow: dr, FillPct: int(fill*100 + 0.5), BarWidth: strconv.FormatFloat(fill*150, 'f', 1, 64),
 			BarClass: "low", RateText: config.Rate(st.Rate).String(), Succeeded: st.Delivered[shaper.OutcomeSuccess],
+			DeadText: deadText(dr.DeadLetters),
 		}
 		switch {
 		case fill >= 0.9:

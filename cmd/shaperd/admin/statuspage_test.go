@@ -73,10 +73,10 @@ func TestStatusPageEscapesNames(t *testing.T) {
 	until := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	evil := `<script>alert("x")</script>&'`
 	var buf bytes.Buffer
-	err := statusTmpl.Execute(&buf, statusRows([]shaper.LaneStatus{{
+	err := statusTmpl.Execute(&buf, statusRows([]downstreamRow{{LaneStatus: shaper.LaneStatus{
 		Name: evil, Rate: 0.5, Capacity: 4, Depth: 1, PushbackUntil: &until,
 		Rejected: map[shaper.Reason]uint64{shaper.Reason(evil): 1},
-	}}))
+	}}}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,142 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// harnessResult is what testdata/statuspage_harness.js prints.
+type harnessResult struct {
+	Requests []struct {
+		Path, Method, Credentials, Body string
+		Headers                         map[string]string
+	}
+	Confirms []string
+	Errors   []string
+	Polls    []struct {
+		Rows      [][]string
+		Conn      string
+		ConnClass string
+	}
+	Placeholder   string
+	OtherControls [][]struct{ Disabled bool }
+	AfterReplay   string
+	Kept          struct {
+		SameInput, Focused bool
+		Value              string
+		Selection          []int
+	}
+	AfterBadRate string
+}
+
+// runPageScript runs the page's script under node (testdata's minimal DOM)
+// over the server's real answers, and returns what the harness saw. It
+// skips, saying so, where node is not installed.
+func runPageScript(t *testing.T, a *testAdmin) harnessResult {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: the status page's script is not run here (its markup is checked by the other tests)")
+	}
+	_, _, page := get(t, a.url+"/")
+	_, script, ok := strings.Cut(page, "<script>")
+	script, _, ok2 := strings.Cut(script, "</script>")
+	if !ok || !ok2 {
+		t.Fatal("GET / has no <script>")
+	}
+	_, _, list := get(t, a.url+"/v1/downstreams")
+	_, _, hist := get(t, a.url+"/v1/history")
+	in, err := json.Marshal(map[string]any{"script": script, "get": map[string]string{"v1/downstreams": list, "v1/history": hist}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFile := filepath.Join(t.TempDir(), "in.json")
+	if err := os.WriteFile(inFile, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node, "testdata/statuspage_harness.js", inFile).Output()
+	if err != nil {
+		t.Fatalf("node statuspage_harness.js: %v\n%s", err, out)
+	}
+	var res harnessResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("harness output: %v\n%s", err, out)
+	}
+	return res
+}
+
+// TestStatusPageScript runs the page's script: it draws the dead-letter
+// cells from /v1/downstreams without errors, and its replay control POSTs
+// the typed rate to the downstream's replay route with the page's
+// credentials, keeps what was typed across redraws, and shows the answer.
+func TestStatusPageScript(t *testing.T) {
+	a := deadFixture(t)
+	a.lanes.fill("printer", 3)
+	res := runPageScript(t, a)
+	if len(res.Errors) > 0 {
+		t.Fatalf("the script threw:\n%s", strings.Join(res.Errors, "\n"))
+	}
+	if len(res.Polls) != 2 || res.Polls[0].ConnClass != "" || !strings.HasPrefix(res.Polls[0].Conn, "updated ") {
+		t.Fatalf("polls %+v", res.Polls)
+	}
+	dead := map[string]string{}
+	for _, row := range res.Polls[0].Rows {
+		if len(row) != 8 {
+			t.Fatalf("row %q: %d cells, want 8 (the header has 8)", row, len(row))
+		}
+		for _, name := range []string{"erp", "printer", "zero"} {
+			if strings.HasPrefix(row[0], name) {
+				dead[name] = row[5]
+			}
+		}
+	}
+	for name, want := range map[string]string{"erp": "–", "printer": "5 stored · oldest 3h 20mreplay", "zero": "0 storedreplay"} {
+		if dead[name] != want {
+			t.Errorf("%s: dead-letters cell %q, want %q", name, dead[name], want)
+		}
+	}
+	if res.Placeholder != "12/m" {
+		t.Errorf("rate placeholder %q, want the default 12/m (rate 2/s ÷ 10)", res.Placeholder)
+	}
+	if !slices.EqualFunc(res.OtherControls, [][]struct{ Disabled bool }{{}, {{true}}}, slices.Equal) {
+		t.Errorf("other rows' replay buttons %+v, want none for erp (no store) and a disabled one for zero (nothing stored)", res.OtherControls)
+	}
+
+	var posts []string
+	for _, r := range res.Requests {
+		if r.Method == "GET" {
+			continue
+		}
+		if r.Credentials != "same-origin" || r.Headers["Content-Type"] != "application/json" {
+			t.Errorf("%s %s: credentials %q, headers %v; want the page's credentials and a JSON body", r.Method, r.Path, r.Credentials, r.Headers)
+		}
+		posts = append(posts, r.Method+" "+r.Path+" "+r.Body)
+	}
+	if want := []string{
+		`POST v1/downstreams/printer/dead/replay {"rate":"2/s"}`,
+		`POST v1/downstreams/printer/dead/replay {"rate":"fast"}`,
+	}; !slices.Equal(posts, want) {
+		t.Errorf("the replay control sent\n%q\nwant\n%q", posts, want)
+	}
+	if len(res.Confirms) != 2 || !strings.Contains(res.Confirms[0], "printer (5 now), oldest first, at 2/s?") {
+		t.Errorf("confirm prompts %q", res.Confirms)
+	}
+	if !strings.Contains(res.AfterReplay, "replaying 5") {
+		t.Errorf("after a 202 the row reads %q, want it to say replaying 5", res.AfterReplay)
+	}
+	if k := res.Kept; !k.SameInput || k.Value != "2/s" || !k.Focused || !slices.Equal(k.Selection, []int{1, 3}) {
+		t.Errorf("a redraw lost the rate being typed: %+v", k)
+	}
+	if !strings.Contains(res.AfterBadRate, `replay refused: rate: want N/s, N/m or N/h, got "fast"`) {
+		t.Errorf("after a 400 the row reads %q, want the server's message", res.AfterBadRate)
+	}
+}
