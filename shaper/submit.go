@@ -116,6 +116,13 @@ func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt, done func(Recei
 		done(rc)
 		return
 	}
+	l.place(now, job, rc, done)
+}
+
+// place offers a job that passed the checks to the queue, releases l.mu,
+// and answers done once the queue's Stored did. Requires l.mu; returns
+// with it released.
+func (l *lane) place(now time.Time, job *queue.Job, rc Receipt, done func(Receipt)) {
 	stored := l.enqueue(now, job)
 	l.mu.Unlock()
 	stored.Then(func(p queue.Placed, err error) {
