@@ -37,8 +37,8 @@ type Registry interface {
 	prometheus.Registerer
 }
 
-// Deps are what the server reads. Every field is required; the functions
-// are called from HTTP handlers, concurrently.
+// Deps are what the server reads. Every field but DeadLetters is
+// required; the functions are called from HTTP handlers, concurrently.
 type Deps struct {
 	Logger   *slog.Logger
 	Registry Registry
@@ -51,6 +51,9 @@ type Deps struct {
 	NotReady func() []string
 	// History is what GET /v1/history serves; its owner starts it.
 	History *History
+	// DeadLetters serves the dead-letter routes (list, show, replay,
+	// delete, purge); nil = they answer 503.
+	DeadLetters DeadLetters
 }
 
 // Server is the admin HTTP server: /metrics, /healthz, /readyz, /v1 and
@@ -150,6 +153,7 @@ func newMux(deps Deps) *http.ServeMux {
 	mux.Handle("POST /v1/downstreams/{name}/pause", limitBody(h.servePause(true)))
 	mux.Handle("POST /v1/downstreams/{name}/resume", limitBody(h.servePause(false)))
 	mux.HandleFunc("GET /v1/history", h.serveHistory)
+	h.deadRoutes(mux)
 	mux.HandleFunc("GET /{$}", h.serveStatusPage)
 	return mux
 }
