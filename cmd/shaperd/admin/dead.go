@@ -138,8 +138,12 @@ func (h *handlers) serveDeadReplay(w http.ResponseWriter, r *http.Request) {
 	h.withDead(w, r, func(dl DeadLetters, name string) (int, any, error) {
 		n, err := dl.Replay(r.Context(), name, req)
 		if err == nil {
+			rate := "default"
+			if req.Rate > 0 {
+				rate = strconv.FormatFloat(req.Rate, 'g', -1, 64) + "/s"
+			}
 			h.Logger.Info("dead-letter replay started through the admin API", "downstream", name,
-				"replaying", n, "rate", req.Rate, "reason", req.Reason)
+				"replaying", n, "rate", rate, "reason", req.Reason)
 		}
 		return http.StatusAccepted, map[string]int{"replaying": n}, err
 	})
