@@ -73,20 +73,37 @@ func (r *replay) run(ctx context.Context) {
 			r.plan.After = dl.Seq
 			continue
 		}
-		r.forget(ctx, dl.Seq)
-		r.replayed.Inc()
-		r.plan.Remaining--
-		r.plan.After = dl.Seq
-		if err := r.deps.plans.save(ctx, &r.plan); errors.Is(err, errTakenOver) {
-			r.log.Info("dead-letter replay handed over: its plan was replaced")
+		if !r.replayed1(ctx, dl.Seq) {
 			return
-		} else if err != nil && ctx.Err() == nil {
-			r.log.Warn("dead-letter replay progress not saved; a restart may resume from an older point", "error", err.Error())
 		}
 		next = at.Add(every)
 	}
 	r.log.Info("dead-letter replay done", "not_replayed", r.plan.Remaining)
 	r.finish(ctx)
+}
+
+// replayed1 books a dead letter its lane accepted: it is deleted from the
+// store and counted, and the plan is saved, even when ctx ended meanwhile
+// (a stopped replay must neither leave a replayed job stored nor resume
+// from before it). It reports false when the plan was taken over.
+func (r *replay) replayed1(ctx context.Context, seq uint64) bool {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteWithin)
+	defer cancel()
+	err := r.deps.store.Delete(dctx, r.plan.Downstream, seq)
+	if err != nil && !errors.Is(err, jetstream.ErrDeadNotFound) {
+		r.log.Error("replayed dead letter not deleted from the store; it may be replayed again", "seq", seq, "error", err.Error())
+	}
+	r.replayed.Inc()
+	r.plan.Remaining--
+	r.plan.After = seq
+	switch err := r.deps.plans.save(dctx, &r.plan); {
+	case errors.Is(err, errTakenOver):
+		r.log.Info("dead-letter replay handed over: its plan was replaced")
+		return false
+	case err != nil:
+		r.log.Warn("dead-letter replay progress not saved; a restart resumes from the last saved point", "error", err.Error())
+	}
+	return true
 }
 
 // finish deletes the plan.
@@ -157,17 +174,6 @@ func (r *replay) offer(ctx context.Context, dl jetstream.DeadLetter) (time.Time,
 		if !sleepCtx(ctx, wait) {
 			return time.Time{}, offerStopped
 		}
-	}
-}
-
-// forget deletes a dead letter its lane accepted, even when ctx ended
-// meanwhile (a stopped replay must not leave a replayed job stored too).
-func (r *replay) forget(ctx context.Context, seq uint64) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteWithin)
-	defer cancel()
-	err := r.deps.store.Delete(dctx, r.plan.Downstream, seq)
-	if err != nil && !errors.Is(err, jetstream.ErrDeadNotFound) {
-		r.log.Error("replayed dead letter not deleted from the store; it may be replayed again", "seq", seq, "error", err.Error())
 	}
 }
 
