@@ -18,6 +18,11 @@
 // is still leaking out): a burst into an idle lane accepts exactly
 // Capacity jobs, however the scheduler interleaves.
 //
+// A dead letter offered back (Shaper.Replay) takes the same checks and
+// queue but never the admission rule, and only when the lane has no live
+// job waiting and its next slot is due; otherwise it is answered busy
+// (ErrBusy, with when to ask again) and the caller waits.
+//
 // # Pacing
 //
 // One scheduler goroutine owns one time.Timer and a min-heap of lanes keyed

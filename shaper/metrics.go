@@ -44,8 +44,8 @@ type Metrics struct {
 	beyondMetrics
 	// The dead-letter store's series (SPEC.md "Dead letters are kept"),
 	// pre-created per lane here; the store (in cmd) sets them.
-	deadStored                             *prometheus.GaugeVec
-	deadDiscarded, deadErrors, deadReplays *prometheus.CounterVec
+	deadStored                *prometheus.GaugeVec
+	deadDiscarded, deadErrors *prometheus.CounterVec
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -93,7 +93,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			"Stored dead letters discarded by the store's age or count bound, the oldest first."),
 		deadErrors: counter("shaper_dead_letter_store_errors_total",
 			"Dead letters the store did not acknowledge (refused or timed out)."),
-		deadReplays:   counter("shaper_dead_letters_replayed_total", "Stored dead letters queued again by a replay."),
 		known:         map[string]int{},
 		beyondMetrics: newBeyondMetrics(f),
 	}
@@ -191,7 +190,7 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 	}
 	lm.beyondLane = m.beyondMetrics.forLane(name)
 	m.deadStored.WithLabelValues(name)
-	for _, c := range []*prometheus.CounterVec{m.deadDiscarded, m.deadErrors, m.deadReplays} {
+	for _, c := range []*prometheus.CounterVec{m.deadDiscarded, m.deadErrors} {
 		c.WithLabelValues(name)
 	}
 	return lm
@@ -215,7 +214,7 @@ func (m *Metrics) forget(name string) {
 		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
 		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
 		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec, m.deadStored.MetricVec,
-		m.deadDiscarded.MetricVec, m.deadErrors.MetricVec, m.deadReplays.MetricVec} {
+		m.deadDiscarded.MetricVec, m.deadErrors.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -133,6 +133,13 @@ func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue
 	if !ok {
 		return rc, queue.Stored{}, false
 	}
+	return l.place(now, job, rc)
+}
+
+// place offers a job that passed the checks to the queue: a memory kind's
+// answer is booked at once; a durable kind's Stored is returned pending,
+// for await. Requires l.mu.
+func (l *lane) place(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue.Stored, bool) {
 	stored := l.enqueue(now, job)
 	if p, known, err := stored.Answer(); known {
 		return l.stored(now, job, rc, p, err), queue.Stored{}, false

@@ -1,6 +1,7 @@
 // Command shaperctl is the operator and producer tool for shaperd: it
-// publishes test jobs, shows the downstream table, compares admission
-// algorithms on a traffic pattern and runs a demo HTTP downstream.
+// publishes test jobs, shows the downstream table, lists and replays dead
+// letters, compares admission algorithms on a traffic pattern and runs a
+// demo HTTP downstream.
 package main
 
 import (
@@ -32,6 +33,7 @@ func commands() []command {
 	return []command{
 		{"publish", "send N jobs to a downstream and summarise the replies", cmdPublish},
 		{"status", "show every downstream's rate, queue depth and counters from the admin API", cmdStatus},
+		{"dead", "list, show, replay or purge a downstream's stored dead letters", cmdDead},
 		{"simulate", "replay a traffic pattern through every admission algorithm and compare", cmdSimulate},
 		{"sink", "run a demo HTTP downstream that prints every job it receives", cmdSink},
 	}
@@ -75,6 +77,7 @@ Examples:
   shaperctl sink -listen 127.0.0.1:8080
   shaperctl publish -downstream printer -n 15
   shaperctl status -watch 2s
+  shaperctl dead list -downstream printer
   shaperctl simulate -pattern boundary -svg boundary.svg
 
 Run 'shaperctl <command> -h' for the flags of a command.

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
@@ -16,8 +17,8 @@ import (
 	"github.com/shaperd/shaper/config"
 )
 
-// maxBody bounds the body of an admin POST; no route reads one, so a
-// small bound is generous.
+// maxBody bounds the body of an admin POST or DELETE: only a replay's
+// few JSON fields are read, so a small bound is generous.
 const maxBody = 1 << 10
 
 // maxBcryptChecks bounds the bcrypt comparisons running at once, so that a
@@ -25,20 +26,20 @@ const maxBody = 1 << 10
 // from the lanes.
 const maxBcryptChecks = 2
 
-// limitBody answers 413 to a request whose body is larger than
-// maxBody, and reads (and discards) a smaller one before next runs.
+// limitBody answers 413 to a request whose body is larger than maxBody,
+// and reads a smaller one before next runs, which finds it in r.Body.
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tooLarge := func() {
 			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
-				"error": fmt.Sprintf("request body larger than %d bytes; admin POST routes take no body", maxBody)})
+				"error": fmt.Sprintf("request body larger than %d bytes; admin requests take at most a few JSON fields", maxBody)})
 		}
 		if r.ContentLength > maxBody {
 			tooLarge()
 			return
 		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
 			if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 				tooLarge()
 				return
@@ -46,6 +47,7 @@ func limitBody(next http.Handler) http.Handler {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "read request body: " + err.Error()})
 			return
 		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		next.ServeHTTP(w, r)
 	})
 }

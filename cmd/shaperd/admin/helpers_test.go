@@ -24,7 +24,7 @@ import (
 // sets as it likes. It is never ready: /readyz lists notRunning.
 type testAdmin struct {
 	lanes   *fakeLanes
-	dead    *fakeDead
+	dead    *fakeDeadStats
 	history *History
 	url     string // http(s)://host:port
 	logs    *syncBuffer
@@ -40,7 +40,7 @@ func startTestAdmin(t *testing.T, admin config.Admin, lanes ...string) *testAdmi
 	if admin.Listen == "" {
 		admin.Listen = "127.0.0.1:0"
 	}
-	a := &testAdmin{lanes: newFakeLanes(lanes...), dead: &fakeDead{stats: map[string]deadEntry{}},
+	a := &testAdmin{lanes: newFakeLanes(lanes...), dead: &fakeDeadStats{stats: map[string]deadEntry{}},
 		history: NewHistory(10*time.Millisecond, nil), logs: &syncBuffer{}}
 	srv, err := Start(admin, Deps{
 		Logger:      slog.New(slog.NewTextHandler(a.logs, nil)),
@@ -138,9 +138,9 @@ func (f *fakeLanes) fill(name string, n int) {
 	})
 }
 
-// fakeDead stands in for the daemon's dead-letter store: a downstream it
+// fakeDeadStats stands in for the daemon's dead-letter store: a downstream it
 // has no entry for has no store. Safe for concurrent use.
-type fakeDead struct {
+type fakeDeadStats struct {
 	mu    sync.Mutex
 	stats map[string]deadEntry
 }
@@ -150,13 +150,13 @@ type deadEntry struct {
 	oldest time.Time
 }
 
-func (f *fakeDead) set(name string, stored int, oldest time.Time) {
+func (f *fakeDeadStats) set(name string, stored int, oldest time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.stats[name] = deadEntry{stored, oldest}
 }
 
-func (f *fakeDead) Stats(_ context.Context, name string) (int, time.Time, bool) {
+func (f *fakeDeadStats) Stats(_ context.Context, name string) (int, time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	e, ok := f.stats[name]

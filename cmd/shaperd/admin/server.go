@@ -37,8 +37,9 @@ type Registry interface {
 	prometheus.Registerer
 }
 
-// Deps are what the server reads. Every field but DeadStats is required;
-// the functions are called from HTTP handlers, concurrently.
+// Deps are what the server reads. Every field but DeadStats and
+// DeadLetters is required; the functions are called from HTTP handlers,
+// concurrently.
 type Deps struct {
 	Logger   *slog.Logger
 	Registry Registry
@@ -54,6 +55,9 @@ type Deps struct {
 	// DeadStats, if not nil, reports each downstream's stored dead letters
 	// for GET /v1/downstreams ("dead_letters") and the status page.
 	DeadStats DeadStats
+	// DeadLetters serves the dead-letter routes (list, show, replay,
+	// delete, purge); nil = they answer 503.
+	DeadLetters DeadLetters
 }
 
 // Server is the admin HTTP server: /metrics, /healthz, /readyz, /v1 and
@@ -169,6 +173,7 @@ func newMux(deps Deps) *http.ServeMux {
 	mux.Handle("POST /v1/downstreams/{name}/pause", limitBody(h.servePause(true)))
 	mux.Handle("POST /v1/downstreams/{name}/resume", limitBody(h.servePause(false)))
 	mux.HandleFunc("GET /v1/history", h.serveHistory)
+	h.deadRoutes(mux)
 	mux.HandleFunc("GET /{$}", h.serveStatusPage)
 	return mux
 }

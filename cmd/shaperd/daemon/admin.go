@@ -18,6 +18,7 @@ func (d *Daemon) startAdmin(cfg config.Admin) (func() error, error) {
 		Downstreams: d.downstreams,
 		NotReady:    d.notReady,
 		History:     d.history,
+		DeadLetters: deadAPI{d},
 	})
 	if err != nil {
 		return nil, err

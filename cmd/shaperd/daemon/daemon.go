@@ -16,6 +16,7 @@ import (
 
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/sink"
 )
@@ -40,6 +41,7 @@ type Daemon struct {
 	jobs    *shaper.Metrics
 	dedupe  *dedupe
 	history *admin.History
+	replays *replays // dead-letter replayers
 
 	mu  sync.Mutex // guards cfg and serialises Reload
 	cfg config.Config
@@ -51,6 +53,7 @@ type Daemon struct {
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
 	durable   sync.Map // downstream name → *jetstream.Queue, for /readyz
+	deadStore atomic.Pointer[jetstream.DeadStore]
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
 }
@@ -81,8 +84,10 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	}
 	d.dedupe.evictions = d.metrics.dedupeEvicted
 	d.history = admin.NewHistory(opts.HistoryInterval, d.metrics.achievedRate)
+	d.replays = newReplays(opts.Registry, opts.Logger)
 	for name := range cfg.Downstreams { // every series exists from the start
 		d.metrics.achievedRate.WithLabelValues(name).Set(0)
+		d.replays.labels([]string{name}, nil)
 	}
 	d.view.Store(newView(cfg))
 	return d, nil
@@ -173,6 +178,11 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	go func() { shDone <- sh.Run(shCtx) }()
 	cleanups = append(cleanups, func() error { stopShaper(); return <-shDone })
 	cleanups = append(cleanups, d.history.Start(ctx, sh.Lanes))
+	stopReplays, err := d.startReplays(ctx, cfg, nc, sh)
+	if err != nil {
+		return err
+	}
+	cleanups = append(cleanups, stopReplays) // stopped before the shaper
 
 	sub, err := d.subscribe(nc, sh, cfg)
 	if err != nil {

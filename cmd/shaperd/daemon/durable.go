@@ -27,6 +27,7 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 	if err != nil {
 		return nil, err
 	}
+	d.deadStore.Store(st.Dead())
 	var durable []jetstream.QueueSettings
 	for _, ls := range cfg.ShaperSettings().Lanes {
 		if ls.Durable {

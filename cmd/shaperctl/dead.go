@@ -1,0 +1,371 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/shaperd/shaper/config"
+)
+
+// deadOptions are the parsed flags of dead.
+type deadOptions struct {
+	Admin      string
+	Downstream string
+	Seq        uint64
+	Rate       string
+	Limit      int
+	Reason     string
+	JSON       bool
+}
+
+// deadEntry is one dead letter as the admin API shows it.
+type deadEntry struct {
+	Seq          uint64              `json:"seq"`
+	JobID        string              `json:"job_id"`
+	Reason       string              `json:"reason"`
+	Error        string              `json:"error"`
+	Attempts     int                 `json:"attempts"`
+	Time         time.Time           `json:"time"`
+	PayloadBytes int                 `json:"payload_bytes"`
+	Payload      string              `json:"payload_base64"`
+	Headers      map[string][]string `json:"headers"`
+}
+
+// deadActions are dead's subcommands and the flags each takes.
+var deadActions = map[string][]string{
+	"list":   {"limit", "reason"},
+	"show":   {"seq"},
+	"replay": {"rate", "limit", "reason"},
+	"purge":  {},
+}
+
+const deadAbout = `Lists, shows, replays or purges the dead letters a running shaperd keeps
+for a downstream, through its admin API (/v1/downstreams/NAME/dead):
+
+  list     the stored dead letters, oldest first (-limit, default 100; -reason)
+  show     one dead letter with its payload and headers (-seq N)
+  replay   put them back into the downstream's queue at a pace below live
+           traffic (-rate, default the downstream's rate / 10; -limit; -reason)
+  purge    delete every stored dead letter of the downstream
+
+Examples:
+  shaperctl dead list -downstream printer -reason failed
+  shaperctl dead show -downstream printer -seq 12
+  shaperctl dead replay -downstream printer -rate 2/s -limit 100
+  shaperctl dead purge -downstream printer
+`
+
+func cmdDead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	action := ""
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		action, args = args[0], args[1:]
+	}
+	fs := newFlagSet("dead", "list|show|replay|purge -downstream NAME [flags]", deadAbout, stderr)
+	var o deadOptions
+	fs.StringVar(&o.Admin, "admin", "http://127.0.0.1:9090", "admin API base `URL` (admin.listen in the daemon's config; http://user:pass@host for basic auth)")
+	fs.StringVar(&o.Downstream, "downstream", "", "the downstream `name` (required)")
+	fs.Uint64Var(&o.Seq, "seq", 0, "show: the dead letter's `seq`, as list prints it")
+	fs.StringVar(&o.Rate, "rate", "", "replay: at most this `rate`, e.g. 2/s or 120/m (default the downstream's rate / 10)")
+	fs.IntVar(&o.Limit, "limit", 0, "list: show at most `N` (default 100); replay: replay at most N (default all)")
+	fs.StringVar(&o.Reason, "reason", "", "list, replay: only dead letters with this `reason` (failed, expired, shutdown, ...)")
+	fs.BoolVar(&o.JSON, "json", false, "print the daemon's JSON as is")
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if msg := checkDead(action, o, fs); msg != "" {
+		return usageErr(stderr, "dead", "%s", msg)
+	}
+	if !strings.Contains(o.Admin, "://") {
+		o.Admin = "http://" + o.Admin
+	}
+	c := &deadClient{admin: strings.TrimRight(o.Admin, "/"), shown: redactedURL(o.Admin),
+		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	err := map[string]func(context.Context, *deadClient, deadOptions, io.Writer) error{
+		"list": deadList, "show": deadShow, "replay": deadReplay, "purge": deadPurge,
+	}[action](ctx, c, o, stdout)
+	if err != nil {
+		fmt.Fprintf(stderr, "shaperctl dead %s: %v\n", action, err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// checkDead returns what is wrong with the action and its flags, or "".
+func checkDead(action string, o deadOptions, fs *flag.FlagSet) string {
+	allowed, ok := deadActions[action]
+	switch {
+	case action == "":
+		return "say what to do: list, show, replay or purge"
+	case !ok:
+		return fmt.Sprintf("unknown action %q; use list, show, replay or purge", action)
+	case o.Downstream == "":
+		return "-downstream is required, e.g. -downstream printer"
+	case !subjectToken.MatchString(o.Downstream):
+		return fmt.Sprintf("-downstream %q: a downstream name has only letters, digits, - and _", o.Downstream)
+	case action == "show" && o.Seq == 0:
+		return "show needs -seq N (a seq from 'shaperctl dead list')"
+	case o.Limit < 0:
+		return fmt.Sprintf("-limit must be at least 1, got %d", o.Limit)
+	}
+	if o.Rate != "" {
+		if _, err := config.ParseRate(o.Rate); err != nil {
+			return "-rate " + err.Error()
+		}
+	}
+	var stray []string
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name != "admin" && f.Name != "downstream" && f.Name != "json" && !slices.Contains(allowed, f.Name) {
+			stray = append(stray, "-"+f.Name)
+		}
+	})
+	if len(stray) > 0 {
+		return fmt.Sprintf("%s does not take %s", action, strings.Join(stray, ", "))
+	}
+	return ""
+}
+
+// deadClient calls the dead-letter routes of one admin API.
+type deadClient struct {
+	admin string // base URL, possibly with user:password
+	shown string // admin without the password, for messages
+	http  *http.Client
+}
+
+// redactedURL is u with its password hidden.
+func redactedURL(u string) string {
+	p, err := neturl.Parse(u)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	return strings.TrimRight(p.Redacted(), "/")
+}
+
+// do sends one request and returns the body of a 2xx answer, or an error
+// that says what to check.
+func (c *deadClient) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.admin+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("bad -admin %q", c.shown)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if errors.Is(err, context.Canceled) {
+			return nil, err
+		}
+		// net/http hides the URL's password in err.
+		return nil, fmt.Errorf("cannot reach the admin API at %s: %w\nis shaperd running? is -admin right (admin.listen in its config)?", c.shown, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("read %s%s: %w", c.shown, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(b[:min(len(b), 200)]))
+		}
+		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
+	}
+	return b, nil
+}
+
+func deadPath(o deadOptions, tail string) string {
+	return "/v1/downstreams/" + neturl.PathEscape(o.Downstream) + "/dead" + tail
+}
+
+func deadList(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+	q := neturl.Values{}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Reason != "" {
+		q.Set("reason", o.Reason)
+	}
+	path := deadPath(o, "")
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	body, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil || o.JSON {
+		return printJSON(w, body, err)
+	}
+	var doc struct {
+		DeadLetters []deadEntry `json:"dead_letters"`
+		Total       int         `json:"total"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return fmt.Errorf("%s did not answer the expected JSON: %w", path, err)
+	}
+	return renderDeadList(w, o, doc.DeadLetters, doc.Total)
+}
+
+// renderDeadList prints the dead-letter table and a count line.
+func renderDeadList(w io.Writer, o deadOptions, list []deadEntry, total int) error {
+	what := "dead letters"
+	if o.Reason != "" {
+		what = o.Reason + " " + what
+	}
+	if total == 0 {
+		_, err := fmt.Fprintf(w, "no %s stored for %s\n", what, o.Downstream)
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tTIME\tREASON\tATTEMPTS\tBYTES\tJOB ID\tERROR")
+	for _, d := range list {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", d.Seq, d.Time.UTC().Format(time.RFC3339),
+			d.Reason, d.Attempts, d.PayloadBytes, d.JobID, oneLine(d.Error, 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d of %d %s of %s, oldest first\n", len(list), total, what, o.Downstream)
+	return err
+}
+
+func deadShow(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+	path := deadPath(o, "/"+strconv.FormatUint(o.Seq, 10))
+	body, err := c.do(ctx, http.MethodGet, path, nil)
+	if err != nil || o.JSON {
+		return printJSON(w, body, err)
+	}
+	var d deadEntry
+	if err := json.Unmarshal(body, &d); err != nil {
+		return fmt.Errorf("%s did not answer the expected JSON: %w", path, err)
+	}
+	return renderDeadShow(w, d)
+}
+
+// renderDeadShow prints one dead letter: its fields, the producer's
+// headers, and the payload as text when it is printable, else base64.
+func renderDeadShow(w io.Writer, d deadEntry) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
+	fmt.Fprintf(tw, "seq:\t%d\njob id:\t%s\nreason:\t%s\nerror:\t%s\nattempts:\t%d\ntime:\t%s\n",
+		d.Seq, d.JobID, d.Reason, oneLine(d.Error, 1<<10), d.Attempts, d.Time.UTC().Format(time.RFC3339Nano))
+	names := make([]string, 0, len(d.Headers))
+	for name := range d.Headers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, v := range d.Headers[name] {
+			fmt.Fprintf(tw, "header:\t%s: %s\n", name, v)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	payload, err := base64.StdEncoding.DecodeString(d.Payload)
+	if err != nil {
+		return fmt.Errorf("payload_base64 is not base64: %w", err)
+	}
+	if printable(payload) {
+		_, err = fmt.Fprintf(w, "payload (%d bytes):\n%s\n", len(payload), payload)
+	} else {
+		_, err = fmt.Fprintf(w, "payload (%d bytes, base64):\n%s\n", len(payload), d.Payload)
+	}
+	return err
+}
+
+func deadReplay(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+	req := map[string]any{}
+	if o.Rate != "" {
+		req["rate"] = o.Rate
+	}
+	if o.Limit > 0 {
+		req["limit"] = o.Limit
+	}
+	if o.Reason != "" {
+		req["reason"] = o.Reason
+	}
+	b, _ := json.Marshal(req)
+	body, err := c.do(ctx, http.MethodPost, deadPath(o, "/replay"), b)
+	if err != nil || o.JSON {
+		return printJSON(w, body, err)
+	}
+	var doc struct {
+		Replaying int `json:"replaying"`
+	}
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return fmt.Errorf("replay did not answer the expected JSON: %w", err)
+	}
+	rate := "the downstream's rate / 10"
+	if o.Rate != "" {
+		rate = o.Rate
+	}
+	what := "dead letters"
+	if o.Reason != "" {
+		what = o.Reason + " " + what
+	}
+	_, err = fmt.Fprintf(w, "replaying %d %s of %s, oldest first, at most %s, after any live jobs\n",
+		doc.Replaying, what, o.Downstream, rate)
+	return err
+}
+
+func deadPurge(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+	if _, err := c.do(ctx, http.MethodDelete, deadPath(o, ""), nil); err != nil {
+		return err
+	}
+	if o.JSON {
+		return printJSON(w, fmt.Appendf(nil, `{"downstream":%q,"purged":true}`, o.Downstream), nil)
+	}
+	_, err := fmt.Fprintf(w, "purged every dead letter of %s\n", o.Downstream)
+	return err
+}
+
+// printJSON prints body indented, or returns err.
+func printJSON(w io.Writer, body []byte, err error) error {
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	if json.Indent(&buf, body, "", "  ") == nil {
+		body = buf.Bytes()
+	}
+	_, err = fmt.Fprintf(w, "%s\n", bytes.TrimRight(body, "\n"))
+	return err
+}
+
+// oneLine cuts s to n bytes on one line, for a table cell.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// printable reports whether b is UTF-8 text without control characters
+// other than newlines and tabs.
+func printable(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' && r != '\r' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,277 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/shaperd/shaper/cmd/shaperd/admin"
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/queue/jetstream"
+	"github.com/shaperd/shaper/shaper"
+)
+
+// deadStore is what replays and the admin API use of the dead-letter
+// store (a *jetstream.DeadStore).
+type deadStore interface {
+	List(ctx context.Context, downstream string, f jetstream.DeadFilter) ([]jetstream.DeadLetter, int, error)
+	Get(ctx context.Context, downstream string, seq uint64) (jetstream.DeadLetter, error)
+	Delete(ctx context.Context, downstream string, seq uint64) error
+	Purge(ctx context.Context, downstream string) error
+}
+
+// replayTarget takes replayed jobs back into their lanes (a *shaper.Shaper).
+type replayTarget interface {
+	Replay(job *queue.Job, done func(shaper.Receipt))
+}
+
+// replayDeps are what the replayers need once the daemon runs.
+type replayDeps struct {
+	store     deadStore
+	target    replayTarget
+	plans     planStore
+	keyHeader string
+	// rate is downstream's configured rate; false when it is not
+	// configured.
+	rate func(downstream string) (float64, bool)
+}
+
+// errStarting answers a replay asked for before the daemon runs.
+var errStarting = errors.New("the daemon is starting; try again in a moment")
+
+// replays owns the paced replayers: at most one per downstream, each a
+// goroutine with its own context, all ended and waited for by close. A
+// replay's plan is kept in a planStore as it goes, so the next start
+// resumes it.
+type replays struct {
+	log      *slog.Logger
+	replayed *prometheus.CounterVec
+
+	req sync.Mutex // serialises replace: one replay request at a time
+
+	mu      sync.Mutex
+	deps    *replayDeps // nil until start
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running map[string]*replayer
+	wg      sync.WaitGroup
+}
+
+// replayer is one running replay.
+type replayer struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newReplays(reg prometheus.Registerer, log *slog.Logger) *replays {
+	return &replays{
+		log: log,
+		replayed: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
+			Name: "shaper_dead_letters_replayed_total",
+			Help: "Dead letters taken back into their downstream's queue by a replay (and then deleted from the store).",
+		}, []string{"downstream"}),
+		running: map[string]*replayer{},
+	}
+}
+
+// labels creates the replayed series of every downstream in names and
+// deletes those of downstreams in gone.
+func (r *replays) labels(names, gone []string) {
+	for _, n := range names {
+		r.replayed.WithLabelValues(n)
+	}
+	for _, n := range gone {
+		r.replayed.DeleteLabelValues(n)
+	}
+}
+
+// start lets replays run with deps and resumes, in the background, every
+// replay its plan store holds. It returns the cleanup that stops every
+// replayer (their plans stay stored) and waits for them.
+func (r *replays) start(ctx context.Context, deps *replayDeps) func() error {
+	r.mu.Lock()
+	r.deps = deps
+	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.wg.Go(func() { r.resume(r.ctx, deps) })
+	r.mu.Unlock()
+	return r.close
+}
+
+// close stops every replayer and waits for them. Idempotent.
+func (r *replays) close() error {
+	r.mu.Lock()
+	if r.cancel != nil {
+		r.cancel()
+	}
+	r.mu.Unlock()
+	r.wg.Wait()
+	return nil
+}
+
+// resumeEvery is how often resume tries to read the stored plans while
+// NATS or JetStream does not answer.
+const resumeEvery = 2 * time.Second
+
+// resume starts a replayer for every stored plan, retrying while the
+// store cannot be read; a plan for a downstream no longer configured is
+// deleted.
+func (r *replays) resume(ctx context.Context, deps *replayDeps) {
+	for {
+		plans, err := deps.plans.load(ctx)
+		if err == nil {
+			for _, p := range plans {
+				r.resumeOne(ctx, deps, p)
+			}
+			return
+		}
+		if errors.Is(err, errNoJetStream) {
+			r.log.Debug("no replays to resume: NATS has no JetStream", "error", err.Error())
+			return
+		}
+		r.log.Warn("stored dead-letter replays not read yet; retrying", "error", err.Error(), "every", resumeEvery)
+		if !sleepCtx(ctx, resumeEvery) {
+			return
+		}
+	}
+}
+
+func (r *replays) resumeOne(ctx context.Context, deps *replayDeps, p replayPlan) {
+	if _, ok := deps.rate(p.Downstream); !ok {
+		r.log.Warn("stored dead-letter replay dropped: its downstream is no longer configured", "downstream", p.Downstream)
+		_ = deps.plans.remove(ctx, p)
+		return
+	}
+	r.req.Lock() // not while a replay request is being answered
+	defer r.req.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, busy := r.running[p.Downstream]; busy || ctx.Err() != nil {
+		return // a replay asked for since start replaced this plan
+	}
+	r.log.Info("dead-letter replay resumed", "downstream", p.Downstream, "remaining", p.Remaining,
+		"rate", p.Rate, "reason", p.Reason)
+	r.launch(p)
+}
+
+// replace starts replaying downstream's dead letters as req says,
+// replacing a replay already running there, and returns how many will be
+// replayed: those matching now, capped by req.Limit.
+func (r *replays) replace(ctx context.Context, downstream string, req admin.ReplayRequest) (int, error) {
+	r.req.Lock()
+	defer r.req.Unlock()
+	r.mu.Lock()
+	deps := r.deps
+	r.mu.Unlock()
+	if deps == nil {
+		return 0, errStarting
+	}
+	rate, ok := deps.rate(downstream)
+	if !ok {
+		return 0, fmt.Errorf("replay %q: %w", downstream, shaper.ErrUnknownDownstream)
+	}
+	p := replayPlan{Downstream: downstream, Rate: req.Rate, Reason: req.Reason}
+	if p.Rate == 0 {
+		p.Rate = rate / 10
+	}
+	list, total, err := deps.store.List(ctx, downstream, jetstream.DeadFilter{Reason: req.Reason, Limit: req.Limit})
+	if err != nil {
+		return 0, deadError(err)
+	}
+	if p.Remaining = total; req.Limit > 0 {
+		p.Remaining = min(total, req.Limit)
+	}
+	if len(list) > 0 {
+		p.Through = list[len(list)-1].Seq // later dead letters (a replay failing again) are not this replay's
+	}
+	if err := deps.plans.create(ctx, &p); err != nil {
+		return 0, fmt.Errorf("replay cannot keep its progress: %w", err)
+	}
+	r.stop(downstream) // its plan was replaced above
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx.Err() != nil {
+		return 0, errors.New("the daemon is shutting down; the replay starts with the next start")
+	}
+	if p.Remaining == 0 {
+		_ = deps.plans.remove(ctx, p)
+		return 0, nil
+	}
+	r.launch(p)
+	return p.Remaining, nil
+}
+
+// stop ends downstream's replayer, if one runs, and waits for it (it
+// stops at its next wait, or once the lane answered its offer).
+func (r *replays) stop(downstream string) {
+	r.mu.Lock()
+	old := r.running[downstream]
+	delete(r.running, downstream)
+	r.mu.Unlock()
+	if old != nil {
+		old.cancel()
+		<-old.done
+	}
+}
+
+// launch starts p's replayer. Requires r.mu.
+func (r *replays) launch(p replayPlan) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	rp := &replayer{cancel: cancel, done: make(chan struct{})}
+	r.running[p.Downstream] = rp
+	deps := r.deps
+	r.wg.Go(func() {
+		defer close(rp.done)
+		defer cancel()
+		(&replay{log: r.log.With("downstream", p.Downstream), deps: deps, plan: p,
+			replayed: r.replayed.WithLabelValues(p.Downstream)}).run(ctx)
+		r.mu.Lock()
+		if r.running[p.Downstream] == rp {
+			delete(r.running, p.Downstream)
+		}
+		r.mu.Unlock()
+	})
+}
+
+// sleepCtx waits d, or until ctx is done (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// deadError maps the store's errors onto the admin API's, and says so
+// when the cause is a NATS server without JetStream.
+func deadError(err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrDeadNotFound):
+		return fmt.Errorf("%w: %w", admin.ErrDeadNotFound, err)
+	case errors.Is(err, jetstream.ErrNoJetStream):
+		return err
+	case noJetStream(err):
+		return fmt.Errorf("%w: %w", jetstream.ErrNoJetStream, err)
+	}
+	return err
+}
+
+// noJetStream reports an error of a JetStream request that no server
+// answered, or that the server refused for want of JetStream.
+func noJetStream(err error) bool {
+	return errors.Is(err, natsjs.ErrJetStreamNotEnabled) || errors.Is(err, natsjs.ErrJetStreamNotEnabledForAccount) ||
+		errors.Is(err, nats.ErrNoResponders)
+}
