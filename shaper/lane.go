@@ -37,6 +37,7 @@ type lane struct {
 	pushback time.Time // paused by the downstream until then; zero = not
 	removed  bool      // dropped from the config: no intake, drains, then goes
 	swept    time.Time // last admission-key sweep
+	keys     int       // the queue's Keys when last exported
 	c        counters
 
 	// Guarded by scheduler.mu.
@@ -202,7 +203,10 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 // reschedule tells the scheduler when this lane next wants to start, if at
 // all. Requires l.mu.
 func (l *lane) reschedule() {
-	l.m.fairKeys.Set(float64(l.q.Keys()))
+	if k := l.q.Keys(); k != l.keys { // a gauge write only when it changed
+		l.keys = k
+		l.m.fairKeys.Set(float64(k))
+	}
 	if !l.canStart() {
 		l.s.sched.wantAt(l, time.Time{}, false)
 		return
