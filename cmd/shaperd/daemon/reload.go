@@ -48,6 +48,7 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 		return fmt.Errorf("apply config: %w", err)
 	}
 	d.view.Store(newView(next))
+	d.ensureDead(next)
 	d.dedupe.setWindow(next.Ingress.DedupeWindow)
 	d.cfg = next
 	return nil
