@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/cmd/shaperd/daemon"
+	"github.com/shaperd/shaper/config"
 )
 
 // SPEC "Dead letters are kept": the store, read with nats.go directly.
@@ -399,5 +401,59 @@ func TestNoJetStreamPublishesDeadLetters(t *testing.T) {
 	}
 	if got := in.metricReaches(t, `shaper_jobs_delivered_total{downstream="printer",outcome="dead_lettered"}`, 3); got != 3 {
 		t.Errorf("dead_lettered = %v, want 3", got)
+	}
+}
+
+// SIGHUP applies dead_letters in place: the stream's limits change (the
+// oldest beyond the new count are discarded), a new downstream gets its
+// store.
+func TestDeadLetterLimitsReload(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	ds.respond = always500
+	one := lane("printer", "100/s", 10, "    retry: { max_attempts: 1 }\n", ds.URL)
+	in := startDaemon(t, srv, baseConfig(one))
+	for i := range 4 {
+		if r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil); r.Status != "accepted" {
+			t.Fatalf("%+v", r)
+		}
+	}
+	waitDead(t, in.nc, "printer", 4, 10*time.Second)
+	path := filepath.Join(t.TempDir(), "reload.yaml")
+	next := strings.ReplaceAll(baseConfig(
+		lane("printer", "100/s", 10, "    retry: { max_attempts: 1 }\n    dead_letters: { max_age: 1h, max_count: 2 }\n", ds.URL),
+		lane("scanner", "100/s", 10, "", ds.URL)), "%NATS%", srv.ClientURL())
+	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.d.Reload(func() (config.Config, error) { return config.Load(path) }); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(in.nc)
+	ctx := context.Background()
+	s, err := js.Stream(ctx, "SHAPER_DEAD_printer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := s.CachedInfo().Config; cfg.MaxMsgs != 2 || cfg.MaxAge != time.Hour {
+		t.Fatalf("after the reload: max_msgs %d, max_age %s; want 2, 1h", cfg.MaxMsgs, cfg.MaxAge)
+	}
+	var got []string
+	for _, m := range deadStored(t, in.nc, "printer") {
+		got = append(got, string(m.Data))
+	}
+	if strings.Join(got, ",") != "2,3" {
+		t.Errorf("stored after the reload %v, want the newest 2: 2,3", got)
+	}
+	if got := in.metricReaches(t, `shaper_dead_letters_discarded_total{downstream="printer"}`, 2); got != 2 {
+		t.Errorf("discarded = %v, want 2", got)
+	}
+	sc, err := js.Stream(ctx, "SHAPER_DEAD_scanner")
+	if err != nil {
+		t.Fatalf("the new downstream's store: %v", err)
+	}
+	if cfg := sc.CachedInfo().Config; cfg.Subjects[0] != "shaper.dead.scanner" || cfg.MaxMsgs != 10000 {
+		t.Errorf("new store: %+v", cfg)
 	}
 }
