@@ -99,7 +99,11 @@ type Downstream struct {
 	Admission   *Admission `mapstructure:"admission"`
 	Sink        Sink       `mapstructure:"sink"`
 	Retry       Retry      `mapstructure:"retry"`
-	DeadLetter  string     `mapstructure:"dead_letter"`
+	// DeadLetter is the subject dead letters go to; Load sets it to
+	// shaper.dead.<name> when unset (DeadLetterSubject).
+	DeadLetter string `mapstructure:"dead_letter"`
+	// DeadLetters bound the store that keeps them (reloadable).
+	DeadLetters DeadLetters `mapstructure:"dead_letters"`
 	// RateControl is fixed (drain at rate) or adaptive (rate is a ceiling;
 	// 429/503 from the downstream lower the effective rate, AIMD).
 	RateControl string `mapstructure:"rate_control"`
@@ -190,6 +194,13 @@ type NATSSink struct {
 	Subject string        `mapstructure:"subject"`
 	Request bool          `mapstructure:"request"`
 	Timeout time.Duration `mapstructure:"timeout"`
+}
+
+// DeadLetters bound a downstream's dead-letter store (a JetStream stream):
+// past MaxAge or MaxCount the oldest are discarded and counted.
+type DeadLetters struct {
+	MaxAge   time.Duration `mapstructure:"max_age"`
+	MaxCount int           `mapstructure:"max_count"`
 }
 
 // Retry configures delivery retries.

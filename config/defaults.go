@@ -34,16 +34,33 @@ func Defaults() Config {
 
 // DefaultDownstream returns the defaults every downstream starts from:
 // concurrency 1, queue.backend jetstream, no max_wait (0 = jobs wait as long
-// as the queue holds them), retry {5, 1s, 1m}. Rate, queue.capacity and the
-// sink have no default; admission is off unless configured.
+// as the queue holds them), retry {5, 1s, 1m}, dead letters kept for 168h,
+// at most 10000. Rate, queue.capacity and the sink have no default;
+// admission is off unless configured; dead_letter defaults to
+// shaper.dead.<name> (DeadLetterSubject).
 func DefaultDownstream() Downstream {
 	return Downstream{
 		Concurrency: shaper.DefaultConcurrency,
 		Queue:       Queue{Backend: BackendJetStream, MaxCost: 1, Fairness: FairnessNone},
 		Retry: Retry{MaxAttempts: shaper.DefaultMaxAttempts, InitialBackoff: shaper.DefaultInitialBackoff,
 			MaxBackoff: shaper.DefaultMaxBackoff},
+		DeadLetters: DeadLetters{MaxAge: shaper.DefaultDeadLetterMaxAge, MaxCount: shaper.DefaultDeadLetterMaxCount},
 		RateControl: RateFixed,
 	}
+}
+
+// DeadLetterPrefix is where a downstream's dead letters go when its
+// dead_letter is unset: DeadLetterPrefix.<name>.
+const DeadLetterPrefix = "shaper.dead"
+
+// DeadLetterSubject is downstream name's dead-letter subject: d.DeadLetter,
+// or shaper.dead.<name> when it is empty (a Config built in code rather
+// than by Load).
+func (d Downstream) DeadLetterSubject(name string) string {
+	if d.DeadLetter != "" {
+		return d.DeadLetter
+	}
+	return DeadLetterPrefix + "." + name
 }
 
 // Rate control modes (downstreams.NAME.rate_control).
@@ -73,4 +90,17 @@ func downstreamTemplate() Downstream {
 	d.Sink.HTTP = &HTTPSink{Method: sink.DefaultHTTPMethod, Timeout: sink.DefaultTimeout}
 	d.Sink.NATS = &NATSSink{Timeout: sink.DefaultTimeout}
 	return d
+}
+
+// withDeadLetterSubjects sets every unset dead_letter to its default, so
+// that Validate checks and String shows the subject in use. It changes c's
+// Downstreams map in place (Load's own).
+func (c Config) withDeadLetterSubjects() Config {
+	for name, d := range c.Downstreams {
+		if d.DeadLetter == "" {
+			d.DeadLetter = d.DeadLetterSubject(name)
+			c.Downstreams[name] = d
+		}
+	}
+	return c
 }

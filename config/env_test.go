@@ -40,6 +40,10 @@ func TestEnvOverrides(t *testing.T) {
 			eq(t, c.Downstreams["printer"].Queue.Backend, "memory")
 			eq(t, c.Downstreams["printer"].Sink.HTTP.Method, "PUT")
 		}},
+		{"dead letters", "testdata/minimal.yaml", []string{"SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTERS_MAX_AGE=24h", "SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTERS_MAX_COUNT=50", "SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTER=dl.printer"}, func(t *testing.T, c Config) {
+			eq(t, c.Downstreams["printer"].DeadLetters, DeadLetters{MaxAge: 24 * time.Hour, MaxCount: 50})
+			eq(t, c.Downstreams["printer"].DeadLetter, "dl.printer")
+		}},
 		{"env makes admission present", "testdata/minimal.yaml", []string{"SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_MODE=gcra", "SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_RATE=10/m", "SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_BURST=3"}, func(t *testing.T, c Config) {
 			eq(t, *c.Downstreams["printer"].Admission, Admission{Mode: "gcra", Rate: Rate(10.0 / 60), Burst: 3})
 		}},

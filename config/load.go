@@ -75,7 +75,7 @@ func LoadWith(path string, opts Options) (Config, error) {
 			}
 		}
 	}
-	cfg := l.decode()
+	cfg := l.decode().withDeadLetterSubjects()
 	cfg.validate(&l.probs)
 	if err := l.probs.err(); err != nil {
 		return Config{}, err

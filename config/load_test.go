@@ -38,6 +38,16 @@ downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, back
 		{"bad_backend", `downstreams.printer.queue.backend: "redis" is not a queue backend; use jetstream or memory (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_BACKEND)`},
 		{"bad_url", `downstreams.printer.sink.http.url: "ftp://host/x" is not an absolute http or https URL; write e.g. http://127.0.0.1:8080/print (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL)`},
 		{"dead_letter_loop", `downstreams.printer.dead_letter: "shaper.jobs.printer" is under ingress.subject_prefix "shaper.jobs", so jobs would loop back into the intake; use another subject (env SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTER)`},
+		{"dead_letters_bounds", `downstreams.printer.dead_letters.max_age: must be 1m..8760h, got 30s (env SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTERS_MAX_AGE)
+downstreams.printer.dead_letters.max_count: must be 1..10000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTERS_MAX_COUNT)
+downstreams.scanner.dead_letters.max_age: must be 1m..8760h, got 9000h (env SHAPER_DOWNSTREAMS_SCANNER_DEAD_LETTERS_MAX_AGE)
+downstreams.scanner.dead_letters.max_bytes: unknown key; valid keys here: max_age, max_count
+downstreams.scanner.dead_letters.max_count: must be 1..10000000, got 20000000 (env SHAPER_DOWNSTREAMS_SCANNER_DEAD_LETTERS_MAX_COUNT)`},
+		{"dead_letter_shared", `downstreams.b.dead_letter: "dl.shared" is also the dead-letter subject of downstreams.a; give each downstream its own (each keeps its dead letters in a stream of its own) (env SHAPER_DOWNSTREAMS_B_DEAD_LETTER)
+downstreams.c.dead_letter: "erp.orders" is the sink.nats.subject of downstreams.a, so its deliveries would be stored as dead letters; use another subject (env SHAPER_DOWNSTREAMS_C_DEAD_LETTER)
+downstreams.d.dead_letter: "shaper.queue.d" is under nats.jetstream.subject_prefix "shaper.queue", where durable queues keep their jobs; use another subject, e.g. shaper.dead.d (env SHAPER_DOWNSTREAMS_D_DEAD_LETTER)`},
+		{"dead_letter_default_loop", `downstreams.printer.dead_letter: "shaper.dead.printer" is under ingress.subject_prefix "shaper", so jobs would loop back into the intake; use another subject (env SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTER)
+nats.jetstream.subject_prefix: "shaper.queue" overlaps ingress.subject_prefix "shaper", so stored jobs would loop back into the intake; use another subject, e.g. shaper.queue (env SHAPER_NATS_JETSTREAM_SUBJECT_PREFIX)`},
 		{"nats_wildcard", `downstreams.printer.sink.nats.subject: "erp.*" is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs (env SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
 		{"bad_subject_prefix", `ingress.subject_prefix: "shaper.>" is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs (env SHAPER_INGRESS_SUBJECT_PREFIX)`},
 		{"backoff_order", `downstreams.printer.retry.initial_backoff: 2m is more than retry.max_backoff 1m; make it at most that (env SHAPER_DOWNSTREAMS_PRINTER_RETRY_INITIAL_BACKOFF)
@@ -166,6 +176,8 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 		Queue:       Queue{Capacity: 10, Backend: "jetstream", MaxCost: 1, Fairness: "none"}, // kept as configured; the daemon refuses it
 		Sink:        Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second}},
 		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+		DeadLetter:  "shaper.dead.printer", // the default: shaper.dead.<name>
+		DeadLetters: DeadLetters{MaxAge: 168 * time.Hour, MaxCount: 10000},
 		RateControl: "fixed",
 	}}
 	if !reflect.DeepEqual(cfg, want) {
@@ -190,6 +202,7 @@ func TestLoadFull(t *testing.T) {
 				Headers: map[string]string{"x-api-key": "secret-key"}}},
 			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
 			DeadLetter:  "shaper.dead.printer",
+			DeadLetters: DeadLetters{MaxAge: 24 * time.Hour, MaxCount: 500},
 			RateControl: "fixed",
 		},
 		"legacy-erp": {
@@ -199,6 +212,8 @@ func TestLoadFull(t *testing.T) {
 			Admission:   &Admission{Mode: "sliding_counter", Limit: 100, Window: time.Minute},
 			Sink:        Sink{NATS: &NATSSink{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
 			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+			DeadLetter:  "shaper.dead.legacy-erp", // the default
+			DeadLetters: DeadLetters{MaxAge: 168 * time.Hour, MaxCount: 10000},
 			RateControl: "fixed",
 		},
 	}

@@ -31,10 +31,11 @@ func (c Config) ShaperSettings() shaper.Settings {
 				InitialBackoff: d.Retry.InitialBackoff,
 				MaxBackoff:     d.Retry.MaxBackoff,
 			},
-			Sink:       d.Sink.spec(),
-			DeadLetter: d.DeadLetter,
-			Durable:    d.Queue.Backend == BackendJetStream,
-			Beyond:     d.beyond(),
+			Sink:        d.Sink.spec(),
+			DeadLetter:  d.DeadLetterSubject(name),
+			DeadLetters: shaper.DeadLetterLimits{MaxAge: d.DeadLetters.MaxAge, MaxCount: d.DeadLetters.MaxCount},
+			Durable:     d.Queue.Backend == BackendJetStream,
+			Beyond:      d.beyond(),
 
 			AdmissionStore: d.Admission.store(),
 		})

@@ -26,10 +26,12 @@ func TestShaperSettings(t *testing.T) {
 		Lanes: []shaper.LaneSettings{
 			{
 				Name: "legacy-erp", Rate: 2, Concurrency: 1, Capacity: 100,
-				Admission: &limiter.Config{Mode: limiter.SlidingCounterMode, Limit: 100, Window: time.Minute},
-				Retry:     shaper.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
-				Sink:      shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
-				Beyond:    shaper.Beyond{MaxCost: 1},
+				Admission:   &limiter.Config{Mode: limiter.SlidingCounterMode, Limit: 100, Window: time.Minute},
+				Retry:       shaper.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
+				Sink:        shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
+				DeadLetter:  "shaper.dead.legacy-erp",
+				DeadLetters: shaper.DeadLetterLimits{MaxAge: 168 * time.Hour, MaxCount: 10000},
+				Beyond:      shaper.Beyond{MaxCost: 1},
 			},
 			{
 				Name: "printer", Rate: 2, Concurrency: 1, Capacity: 10, MaxWait: 5 * time.Minute,
@@ -37,8 +39,9 @@ func TestShaperSettings(t *testing.T) {
 				Retry:     shaper.RetryPolicy{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
 				Sink: shaper.SinkSpec{HTTP: &shaper.HTTPSinkSpec{URL: "http://127.0.0.1:8080/print", Method: "POST",
 					Timeout: 10 * time.Second, Headers: http.Header{"X-Api-Key": {"secret-key"}}}},
-				DeadLetter: "shaper.dead.printer",
-				Beyond:     shaper.Beyond{MaxCost: 1},
+				DeadLetter:  "shaper.dead.printer",
+				DeadLetters: shaper.DeadLetterLimits{MaxAge: 24 * time.Hour, MaxCount: 500},
+				Beyond:      shaper.Beyond{MaxCost: 1},
 			},
 		},
 	}
@@ -65,6 +68,11 @@ func TestRestartRequired(t *testing.T) {
 		{"rate and capacity apply in place", func(c *Config) {
 			d := c.Downstreams["printer"]
 			d.Rate, d.Queue.Capacity = 9, 99
+			c.Downstreams["printer"] = d
+		}, nil},
+		{"dead letters apply in place", func(c *Config) {
+			d := c.Downstreams["printer"]
+			d.DeadLetter, d.DeadLetters = "dl.printer", DeadLetters{MaxAge: time.Hour, MaxCount: 5}
 			c.Downstreams["printer"] = d
 		}, nil},
 		{"new downstream applies in place", func(c *Config) {

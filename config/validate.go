@@ -79,6 +79,7 @@ func (c Config) validate(ps *problems) {
 		}
 		c.Downstreams[name].validate(v, key+".", c.Ingress.SubjectPrefix)
 	}
+	c.validateDeadLetters(v)
 }
 
 func (c Config) validateNATS(v validator) {

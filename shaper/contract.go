@@ -111,6 +111,9 @@ type LaneSettings struct {
 	Retry       RetryPolicy
 	Sink        SinkSpec
 	DeadLetter  string // subject; "" = none
+	// DeadLetters bound the store the daemon keeps dead letters in; the
+	// shaper only carries them.
+	DeadLetters DeadLetterLimits
 	// Durable asks Deps.Queues for a durable queue (queue.backend
 	// jetstream); false = the in-memory queue.
 	Durable bool
@@ -156,6 +159,13 @@ type Beyond struct {
 	// state must be in memory (AdmissionStore zero). Not modified by the
 	// shaper.
 	Limits []limiter.Config
+}
+
+// DeadLetterLimits bound a lane's stored dead letters: past either the
+// oldest are discarded. Zero fields are no bound.
+type DeadLetterLimits struct {
+	MaxAge   time.Duration
+	MaxCount int
 }
 
 // RetryPolicy bounds retries of failed deliveries.

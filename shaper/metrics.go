@@ -38,14 +38,11 @@ type Metrics struct {
 	retries, pushbacks          *prometheus.CounterVec
 	rejected, dropped           *prometheus.CounterVec
 	delivered                   *prometheus.CounterVec
+	dlStoreErrors, dlLost       *prometheus.CounterVec
 	depth, capacity, rate       *prometheus.GaugeVec
 	inflight, paused            *prometheus.GaugeVec
 	wait, duration              *prometheus.HistogramVec
 	beyondMetrics
-	// The dead-letter store's series (SPEC.md "Dead letters are kept"),
-	// pre-created per lane here; the store (in cmd) sets them.
-	deadStored                *prometheus.GaugeVec
-	deadDiscarded, deadErrors *prometheus.CounterVec
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -73,11 +70,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		rejected:  counter("shaper_jobs_rejected_total", "Jobs never accepted, by reason.", "reason"),
 		dropped:   counter("shaper_jobs_dropped_total", "Jobs accepted, then dropped without delivery, by reason.", "reason"),
 		delivered: counter("shaper_jobs_delivered_total", "Started jobs that ended, by outcome.", "outcome"),
-		depth:     gauge("shaper_queue_depth", "Jobs held in a downstream's queue, including retries waiting for backoff."),
-		capacity:  gauge("shaper_queue_capacity", "Bound of a downstream's queue."),
-		rate:      gauge("shaper_drain_rate_per_second", "Drain rate in starts per second: the configured rate, or the effective one under rate_control adaptive."),
-		inflight:  gauge("shaper_inflight", "Deliveries in progress."),
-		paused:    gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
+		dlStoreErrors: counter("shaper_dead_letter_store_errors_total",
+			"Tries to store a dead letter that failed or timed out; the job stays queued and is tried again later."),
+		dlLost: counter("shaper_dead_letters_lost_total",
+			"Dead letters neither stored nor published: a memory queue's job whose dead letter the store had not taken by the end of the shutdown grace, or a rejected plain publish's the store refused or fell behind on."),
+		depth:    gauge("shaper_queue_depth", "Jobs held in a downstream's queue, including retries waiting for backoff."),
+		capacity: gauge("shaper_queue_capacity", "Bound of a downstream's queue."),
+		rate:     gauge("shaper_drain_rate_per_second", "Drain rate in starts per second: the configured rate, or the effective one under rate_control adaptive."),
+		inflight: gauge("shaper_inflight", "Deliveries in progress."),
+		paused:   gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
 		wait: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shaper_queue_wait_seconds",
 			Help:    "Time from acceptance to the first start of a job.",
@@ -88,11 +89,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of one delivery try.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 17),
 		}, ds),
-		deadStored: gauge("shaper_dead_letters", "Dead letters stored now in a downstream's dead-letter store."),
-		deadDiscarded: counter("shaper_dead_letters_discarded_total",
-			"Stored dead letters discarded by the store's age or count bound, the oldest first."),
-		deadErrors: counter("shaper_dead_letter_store_errors_total",
-			"Dead letters the store did not acknowledge (refused or timed out)."),
 		known:         map[string]int{},
 		beyondMetrics: newBeyondMetrics(f),
 	}
@@ -122,6 +118,22 @@ func (m *Metrics) Rejected(downstream string, r Reason) {
 		r = ReasonBadRequest
 	}
 	m.rejected.WithLabelValues(m.label(downstream), string(r)).Inc()
+}
+
+// DeadLetterStoreError counts one failed try to store a dead letter of
+// downstream (the daemon's, for rejected publishes; lanes count their own).
+func (m *Metrics) DeadLetterStoreError(downstream string) {
+	if m != nil {
+		m.dlStoreErrors.WithLabelValues(m.label(downstream)).Inc()
+	}
+}
+
+// DeadLetterLost counts one dead letter of downstream that was neither
+// stored nor published (see DeadLetterStoreError).
+func (m *Metrics) DeadLetterLost(downstream string) {
+	if m != nil {
+		m.dlLost.WithLabelValues(m.label(downstream)).Inc()
+	}
 }
 
 // Dropped adds n jobs dropped with r (e.g. ReasonSlowConsumer) to downstream.
@@ -157,6 +169,7 @@ type laneMetrics struct {
 	received, accepted, started, retries, pushbacks prometheus.Counter
 	rejected, dropped                               map[Reason]prometheus.Counter
 	delivered                                       map[Outcome]prometheus.Counter
+	dlStoreErrors, dlLost                           prometheus.Counter
 	depth, capacity, rate, inflight, paused         prometheus.Gauge
 	wait, duration                                  prometheus.Observer
 	beyondLane
@@ -173,8 +186,9 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 		started: m.started.WithLabelValues(name), retries: m.retries.WithLabelValues(name),
 		pushbacks: m.pushbacks.WithLabelValues(name),
 		rejected:  map[Reason]prometheus.Counter{}, dropped: map[Reason]prometheus.Counter{},
-		delivered: map[Outcome]prometheus.Counter{},
-		depth:     m.depth.WithLabelValues(name), capacity: m.capacity.WithLabelValues(name),
+		delivered:     map[Outcome]prometheus.Counter{},
+		dlStoreErrors: m.dlStoreErrors.WithLabelValues(name), dlLost: m.dlLost.WithLabelValues(name),
+		depth: m.depth.WithLabelValues(name), capacity: m.capacity.WithLabelValues(name),
 		rate: m.rate.WithLabelValues(name), inflight: m.inflight.WithLabelValues(name),
 		paused: m.paused.WithLabelValues(name),
 		wait:   m.wait.WithLabelValues(name), duration: m.duration.WithLabelValues(name),
@@ -189,10 +203,6 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 		lm.delivered[o] = m.delivered.WithLabelValues(name, string(o))
 	}
 	lm.beyondLane = m.beyondMetrics.forLane(name)
-	m.deadStored.WithLabelValues(name)
-	for _, c := range []*prometheus.CounterVec{m.deadDiscarded, m.deadErrors} {
-		c.WithLabelValues(name)
-	}
 	return lm
 }
 
@@ -210,11 +220,11 @@ func (m *Metrics) forget(name string) {
 	match := prometheus.Labels{"downstream": name}
 	for _, v := range []*prometheus.MetricVec{m.received.MetricVec, m.accepted.MetricVec,
 		m.started.MetricVec, m.retries.MetricVec, m.pushbacks.MetricVec, m.rejected.MetricVec,
-		m.dropped.MetricVec, m.delivered.MetricVec, m.depth.MetricVec, m.capacity.MetricVec,
+		m.dropped.MetricVec, m.delivered.MetricVec, m.dlStoreErrors.MetricVec, m.dlLost.MetricVec,
+		m.depth.MetricVec, m.capacity.MetricVec,
 		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
 		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
-		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec, m.deadStored.MetricVec,
-		m.deadDiscarded.MetricVec, m.deadErrors.MetricVec} {
+		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -15,6 +15,10 @@ const (
 	DefaultMaxAttempts    = 5
 	DefaultInitialBackoff = time.Second
 	DefaultMaxBackoff     = time.Minute
+	// DefaultDeadLetterMaxAge and DefaultDeadLetterMaxCount bound a
+	// downstream's dead-letter store (LaneSettings.DeadLetters).
+	DefaultDeadLetterMaxAge   = 168 * time.Hour
+	DefaultDeadLetterMaxCount = 10000
 	// MaxRate is the highest accepted LaneSettings.Rate (one start per µs).
 	MaxRate = 1e6
 	// unknownLabel is the downstream label for jobs naming no configured lane.

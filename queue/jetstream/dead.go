@@ -3,9 +3,13 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
 // The dead-letter store (SPEC.md "Dead letters are kept"): one stream per
@@ -16,9 +20,6 @@ import (
 // and the Shaper-* headers (Shaper-Reason, Shaper-Error, Shaper-Job-Id,
 // Shaper-Downstream, Shaper-Attempt). Core subscribers on the subject still
 // receive every dead letter.
-//
-// STUB: the API below is the contract other parts are written against; the
-// implementation is in progress.
 
 // ErrDeadNotFound is returned for a downstream or sequence the store does
 // not hold.
@@ -28,15 +29,12 @@ var ErrDeadNotFound = errors.New("jetstream: dead letter not found")
 // the account) has no JetStream: dead letters are then only published.
 var ErrNoJetStream = errors.New("jetstream: the NATS server has no JetStream")
 
-// errDeadNotYet marks the stub.
-var errDeadNotYet = errors.New("jetstream: dead-letter store not implemented yet")
-
 // DeadSettings bound one downstream's dead-letter stream.
 type DeadSettings struct {
 	Downstream string
 	Subject    string        // the downstream's dead-letter subject
-	MaxAge     time.Duration // older dead letters are discarded
-	MaxMsgs    int           // past this many the oldest is discarded
+	MaxAge     time.Duration // older dead letters are discarded; 0 = no age bound
+	MaxMsgs    int           // past this many the oldest is discarded; 0 = no count bound
 }
 
 // DeadLetter is one stored dead letter.
@@ -60,51 +58,239 @@ type DeadStats struct {
 	Count  int
 	Oldest time.Time // zero when empty
 	// Discarded counts dead letters the stream's limits discarded (the
-	// oldest first) since this process started.
+	// oldest first) since this process started: every message the stream
+	// no longer holds that this process did not remove itself (Delete,
+	// Purge). Removals by another instance count here too.
 	Discarded uint64
 }
 
-// DeadStore keeps dead letters in JetStream. Create it with Store.Dead.
-// Safe for concurrent use; every method does I/O bounded by ctx.
+// DeadStore keeps dead letters in JetStream. Get it with Store.Dead.
+// Safe for concurrent use; every method does I/O bounded by ctx, except
+// Register and StreamName.
 type DeadStore struct {
 	st *Store
+
+	mu      sync.Mutex
+	streams map[string]*deadStream // by downstream
 }
 
-// Dead returns the store's dead-letter side.
-func (st *Store) Dead() *DeadStore { return &DeadStore{st: st} }
+// deadStream is one downstream's dead-letter stream.
+type deadStream struct {
+	name string // the stream's
 
-// Ensure creates or updates the dead-letter stream of every downstream in
-// ds (limits and subject are updated in place), returning every problem at
-// once. It reports an error wrapping ErrNoJetStream when the server has no
-// JetStream.
-func (d *DeadStore) Ensure(ctx context.Context, ds []DeadSettings) error { return errDeadNotYet }
+	mu  sync.Mutex // guards set and s
+	set DeadSettings
+	s   natsjs.Stream // nil until ensured
 
-// Put stores m (a dead letter for downstream, addressed to its subject) and
-// returns its sequence once the stream acknowledged it.
+	// acctMu is held across the I/O of Delete, Purge and Stats, so that a
+	// removal of this process's is booked before Stats sees it.
+	acctMu sync.Mutex
+	acct   discards
+}
+
+func newDeadStore(st *Store) *DeadStore {
+	return &DeadStore{st: st, streams: map[string]*deadStream{}}
+}
+
+// Dead returns the store's dead-letter side (always the same one).
+func (st *Store) Dead() *DeadStore { return st.dead }
+
+// StreamName returns the stream that holds downstream's dead letters.
+func (d *DeadStore) StreamName(downstream string) string {
+	return d.st.set.StreamPrefix + "_DEAD_" + downstream
+}
+
+// Register records the settings of every downstream in ds without I/O:
+// Put creates a registered downstream's stream when it first finds it
+// missing, so a daemon that started while NATS was unreachable still
+// stores its dead letters once NATS is there. Registering again replaces
+// the settings (Ensure applies them to the stream).
+func (d *DeadStore) Register(ds []DeadSettings) error {
+	var errs []error
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range ds {
+		if s.Downstream == "" || s.Subject == "" || s.MaxAge < 0 || s.MaxMsgs < 0 {
+			errs = append(errs, fmt.Errorf("jetstream: dead-letter settings of %q: need a downstream and a subject, "+
+				"and limits >= 0; got %+v", s.Downstream, s))
+			continue
+		}
+		if ds := d.streams[s.Downstream]; ds != nil {
+			ds.mu.Lock()
+			ds.set = s
+			ds.mu.Unlock()
+			continue
+		}
+		d.streams[s.Downstream] = &deadStream{name: d.StreamName(s.Downstream), set: s}
+	}
+	return errors.Join(errs...)
+}
+
+// Ensure registers ds and creates or updates the dead-letter stream of
+// every downstream in it (limits and subject are updated in place),
+// returning every problem at once. It reports an error wrapping
+// ErrNoJetStream when the server has no JetStream, and one wrapping
+// ErrIncompatible for an existing stream it cannot use.
+func (d *DeadStore) Ensure(ctx context.Context, ds []DeadSettings) error {
+	if err := d.Register(ds); err != nil {
+		return err
+	}
+	if _, err := d.st.js.AccountInfo(ctx); err != nil {
+		if noJetStream(err) {
+			return fmt.Errorf("%w: %v", ErrNoJetStream, err)
+		}
+		return fmt.Errorf("jetstream: account info: %w", err)
+	}
+	var errs []error
+	for _, s := range ds {
+		st, err := d.lookup(s.Downstream)
+		if err == nil {
+			_, err = d.ensure(ctx, st)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// noJetStream reports an answer that means the server or account has no
+// JetStream (nobody answers the JetStream API).
+func noJetStream(err error) bool {
+	return errors.Is(err, natsjs.ErrJetStreamNotEnabled) || errors.Is(err, natsjs.ErrJetStreamNotEnabledForAccount) ||
+		errors.Is(err, nats.ErrNoResponders)
+}
+
+func (d *DeadStore) lookup(downstream string) (*deadStream, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ds := d.streams[downstream]
+	if ds == nil {
+		return nil, fmt.Errorf("%w: downstream %q has no dead-letter store", ErrDeadNotFound, downstream)
+	}
+	return ds, nil
+}
+
+// deadConfig is the stream that holds s's dead letters.
+func (d *DeadStore) deadConfig(s DeadSettings) natsjs.StreamConfig {
+	storage := natsjs.FileStorage
+	if d.st.set.Storage == "memory" {
+		storage = natsjs.MemoryStorage
+	}
+	maxMsgs := int64(s.MaxMsgs)
+	if maxMsgs == 0 {
+		maxMsgs = -1
+	}
+	// Dead letters carry no Nats-Msg-Id, so the duplicate window does
+	// nothing; the server wants it no longer than the max age.
+	dups := time.Minute
+	if s.MaxAge > 0 {
+		dups = min(dups, s.MaxAge)
+	}
+	return natsjs.StreamConfig{
+		Name:        d.StreamName(s.Downstream),
+		Description: "shaperd dead letters of downstream " + s.Downstream,
+		Subjects:    []string{s.Subject},
+		Retention:   natsjs.LimitsPolicy,
+		Storage:     storage,
+		Replicas:    d.st.set.Replicas,
+		MaxMsgs:     maxMsgs,
+		MaxAge:      s.MaxAge,
+		Discard:     natsjs.DiscardOld,
+		Duplicates:  dups,
+	}
+}
+
+// ensure creates ds's stream, or checks an existing one and updates its
+// subject and limits to the settings.
+func (d *DeadStore) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, error) {
+	ds.mu.Lock()
+	set := ds.set
+	ds.mu.Unlock()
+	want := d.deadConfig(set)
+	s, err := d.st.js.Stream(ctx, want.Name)
+	switch {
+	case errors.Is(err, natsjs.ErrStreamNotFound):
+		if s, err = d.st.js.CreateStream(ctx, want); err != nil {
+			return nil, fmt.Errorf("create dead-letter stream %s on %s: %w", want.Name, set.Subject, err)
+		}
+		d.st.log.Info("dead-letter stream created", "stream", want.Name, "subject", set.Subject,
+			"max_msgs", want.MaxMsgs, "max_age", want.MaxAge, "storage", want.Storage.String())
+	case err != nil && noJetStream(err):
+		return nil, fmt.Errorf("%w: look up stream %s: %v", ErrNoJetStream, want.Name, err)
+	case err != nil:
+		return nil, fmt.Errorf("look up dead-letter stream %s: %w", want.Name, err)
+	default:
+		have := s.CachedInfo().Config
+		cmp := have
+		cmp.Subjects = want.Subjects // the subject follows the config
+		if err := incompatible(cmp, want); err != nil {
+			return nil, err
+		}
+		if have.MaxMsgs != want.MaxMsgs || have.MaxAge != want.MaxAge || have.Duplicates != want.Duplicates ||
+			!slices.Equal(have.Subjects, want.Subjects) {
+			upd := have
+			upd.MaxMsgs, upd.MaxAge, upd.Duplicates, upd.Subjects = want.MaxMsgs, want.MaxAge, want.Duplicates, want.Subjects
+			if s, err = d.st.js.UpdateStream(ctx, upd); err != nil {
+				return nil, fmt.Errorf("update dead-letter stream %s (subject %s, max_msgs %d, max_age %s): %w",
+					want.Name, set.Subject, want.MaxMsgs, want.MaxAge, err)
+			}
+		}
+	}
+	ds.mu.Lock()
+	ds.s = s
+	ds.mu.Unlock()
+	ds.acctMu.Lock()
+	ds.acct.observe(s.CachedInfo())
+	ds.acctMu.Unlock()
+	return s, nil
+}
+
+// stream returns ds's stream handle, ensuring it if it never was.
+func (d *DeadStore) stream(ctx context.Context, downstream string) (*deadStream, natsjs.Stream, error) {
+	ds, err := d.lookup(downstream)
+	if err != nil {
+		return nil, nil, err
+	}
+	ds.mu.Lock()
+	s := ds.s
+	ds.mu.Unlock()
+	if s == nil {
+		if s, err = d.ensure(ctx, ds); err != nil {
+			return nil, nil, err
+		}
+	}
+	return ds, s, nil
+}
+
+// Put stores m (a dead letter for downstream, addressed to its subject; an
+// empty m.Subject is set to it) and returns its sequence once the stream
+// acknowledged it. If the stream is missing (never created, or deleted) it
+// is created and the publish tried once more. Put adds the
+// Nats-Expected-Stream header to m.
 func (d *DeadStore) Put(ctx context.Context, downstream string, m *nats.Msg) (uint64, error) {
-	return 0, errDeadNotYet
+	ds, err := d.lookup(downstream)
+	if err != nil {
+		return 0, err
+	}
+	ds.mu.Lock()
+	if m.Subject == "" {
+		m.Subject = ds.set.Subject
+	}
+	ds.mu.Unlock()
+	pa, err := d.publish(ctx, ds, m)
+	if err == nil {
+		return pa.Sequence, nil
+	}
+	if _, eerr := d.ensure(ctx, ds); eerr != nil {
+		return 0, fmt.Errorf("store dead letter of %s in %s: %w (and: %w)", downstream, ds.name, err, eerr)
+	}
+	if pa, err = d.publish(ctx, ds, m); err != nil {
+		return 0, fmt.Errorf("store dead letter of %s in %s: %w", downstream, ds.name, err)
+	}
+	return pa.Sequence, nil
 }
 
-// List returns downstream's dead letters matching f, oldest first, without
-// payloads, and how many match in all (ignoring f.Limit).
-func (d *DeadStore) List(ctx context.Context, downstream string, f DeadFilter) ([]DeadLetter, int, error) {
-	return nil, 0, errDeadNotYet
-}
-
-// Get returns one dead letter with its payload, or ErrDeadNotFound.
-func (d *DeadStore) Get(ctx context.Context, downstream string, seq uint64) (DeadLetter, error) {
-	return DeadLetter{}, errDeadNotYet
-}
-
-// Delete removes one dead letter, or returns ErrDeadNotFound.
-func (d *DeadStore) Delete(ctx context.Context, downstream string, seq uint64) error {
-	return errDeadNotYet
-}
-
-// Purge removes every dead letter of downstream.
-func (d *DeadStore) Purge(ctx context.Context, downstream string) error { return errDeadNotYet }
-
-// Stats reports downstream's stored dead letters.
-func (d *DeadStore) Stats(ctx context.Context, downstream string) (DeadStats, error) {
-	return DeadStats{}, errDeadNotYet
+// publish sends m expecting ds's stream to store it, without the client's
+// retries on no responders (a missing stream is made by Put instead).
+func (d *DeadStore) publish(ctx context.Context, ds *deadStream, m *nats.Msg) (*natsjs.PubAck, error) {
+	return d.st.js.PublishMsg(ctx, m, natsjs.WithExpectStream(ds.name), natsjs.WithRetryAttempts(0))
 }

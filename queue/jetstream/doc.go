@@ -36,6 +36,14 @@
 // with InProgress every AckWait/3; a crashed instance's messages come back
 // after AckWait.
 //
+// # Dead letters
+//
+// Store.Dead is the dead-letter store (dead.go): downstream D's dead
+// letters are kept in stream <StreamPrefix>_DEAD_D on D's dead-letter
+// subject (limits retention, discard old, bounded by age and count), so a
+// dead letter is kept whether or not anyone subscribes. A failed or expired
+// job is termed only after the store acknowledged its dead letter.
+//
 // Stream settings that cannot be changed safely (retention, storage,
 // replicas, subjects, discard) are compared with an existing stream and
 // reported as ErrIncompatible, never changed; MaxMsgs, MaxMsgSize and the

@@ -293,7 +293,7 @@ func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	}
 }
 
-// GiveUp terms job (its dead letter was published): the stream deletes it.
+// GiveUp terms job (its dead letter was stored): the stream deletes it.
 func (q *Queue) GiveUp(job *queue.Job) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -66,6 +66,17 @@ type DeadLetters struct {
 
 // DeadLetter publishes dl to dl.Subject (a core NATS publish).
 func (d *DeadLetters) DeadLetter(_ context.Context, dl shaper.DeadLetter) error {
+	if err := d.NC.PublishMsg(DeadLetterMsg(dl)); err != nil {
+		return fmt.Errorf("dead-letter job %s to %s: %w", dl.Job.ID, dl.Subject, err)
+	}
+	return nil
+}
+
+// DeadLetterMsg is dl's message, to dl.Subject: the original payload and
+// the producer's headers, with Shaper-Reason, Shaper-Error (at most 1 KiB),
+// Shaper-Job-Id, Shaper-Downstream and Shaper-Attempt. Both the core
+// publish (DeadLetters) and the daemon's store send this message.
+func DeadLetterMsg(dl shaper.DeadLetter) *nats.Msg {
 	m := Message(dl.Subject, dl.Job)
 	m.Header.Set(hdrReason, string(dl.Reason))
 	m.Header.Set(hdrError, truncate(dl.Err, maxErrHeader))
@@ -76,10 +87,7 @@ func (d *DeadLetters) DeadLetter(_ context.Context, dl shaper.DeadLetter) error 
 	if dl.Job.Attempt > 0 {
 		m.Header.Set(hdrAttempt, strconv.Itoa(dl.Job.Attempt))
 	}
-	if err := d.NC.PublishMsg(m); err != nil {
-		return fmt.Errorf("dead-letter job %s to %s: %w", dl.Job.ID, dl.Subject, err)
-	}
-	return nil
+	return m
 }
 
 // Headers the sinks add (SPEC.md "Delivery to a downstream").

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
@@ -19,12 +21,27 @@ func (d *Daemon) startAdmin(cfg config.Admin) (func() error, error) {
 		NotReady:    d.notReady,
 		History:     d.history,
 		DeadLetters: deadAPI{d},
+		DeadStats:   d.deadStats,
 	})
 	if err != nil {
 		return nil, err
 	}
 	d.adminAddr.Store(srv.Addr())
 	return srv.Stop, nil
+}
+
+// deadStats reports downstream's stored dead letters for the status page;
+// ok is false without a store (no JetStream) or when it cannot answer.
+func (d *Daemon) deadStats(ctx context.Context, downstream string) (int, time.Time, bool) {
+	store := d.dead.Load()
+	if store == nil {
+		return 0, time.Time{}, false
+	}
+	st, err := store.Stats(ctx, downstream)
+	if err != nil {
+		return 0, time.Time{}, false
+	}
+	return st.Count, st.Oldest, true
 }
 
 // downstreams is the running shaper, or nil before Run has built it (never

@@ -39,6 +39,7 @@ type Daemon struct {
 	reg     *prometheus.Registry
 	metrics *daemonMetrics
 	jobs    *shaper.Metrics
+	deadMet *deadMetrics
 	dedupe  *dedupe
 	history *admin.History
 	replays *replays // dead-letter replayers
@@ -53,9 +54,12 @@ type Daemon struct {
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
 	durable   sync.Map // downstream name → *jetstream.Queue, for /readyz
-	deadStore atomic.Pointer[jetstream.DeadStore]
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
+
+	// dead is the dead-letter store; nil before Run has made it, or when
+	// the NATS server has no JetStream (dead letters are then published).
+	dead atomic.Pointer[jetstream.DeadStore]
 }
 
 // view is the part of the config that intake reads per message; it is
@@ -78,6 +82,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		reg:     opts.Registry,
 		metrics: newDaemonMetrics(opts.Registry),
 		jobs:    shaper.NewMetrics(opts.Registry),
+		deadMet: newDeadMetrics(opts.Registry),
 		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
 		cfg:     cfg,
 		ready:   make(chan struct{}),
@@ -88,6 +93,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 	for name := range cfg.Downstreams { // every series exists from the start
 		d.metrics.achievedRate.WithLabelValues(name).Set(0)
 		d.replays.labels([]string{name}, nil)
+		d.deadMet.forDownstreams([]string{name})
 	}
 	d.view.Store(newView(cfg))
 	return d, nil
@@ -103,7 +109,7 @@ func newView(cfg config.Config) *view {
 		known: make(map[string]string, len(cfg.Downstreams)),
 	}
 	for name, ds := range cfg.Downstreams {
-		v.known[name] = ds.DeadLetter
+		v.known[name] = ds.DeadLetterSubject(name)
 	}
 	return v
 }
@@ -152,10 +158,12 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	cleanups = append(cleanups, func() error { return closeNATS(nc) })
 
-	queues, err := d.durableQueues(ctx, cfg, nc)
+	queues, dead, err := d.storage(ctx, cfg, nc)
 	if err != nil {
 		return err
 	}
+	rejected, stopDead := d.startDeadWorkers(dead)
+	cleanups = append(cleanups, stopDead) // after intake and the shaper, before NATS closes
 	admitters, closeAdmission, err := d.admitters(ctx, cfg, nc)
 	if err != nil {
 		return err
@@ -163,7 +171,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	cleanups = append(cleanups, closeAdmission) // after the shaper stopped, before NATS closes
 	sh, err := shaper.New(cfg.ShaperSettings(), shaper.Deps{
 		Sinks:      sink.For(nc),
-		DeadLetter: &sink.DeadLetters{NC: nc},
+		DeadLetter: dead,
 		Metrics:    d.jobs,
 		Logger:     d.log,
 		Queues:     queues,
@@ -184,7 +192,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	cleanups = append(cleanups, stopReplays) // stopped before the shaper
 
-	sub, err := d.subscribe(nc, sh, cfg)
+	sub, err := d.subscribe(nc, sh, cfg, rejected)
 	if err != nil {
 		return err
 	}
@@ -230,7 +238,7 @@ func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
 
 // subscribe starts intake on <prefix>.> in the queue group: one subscription,
 // so messages are handled one at a time (the handler does no I/O but the reply).
-func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) (*nats.Subscription, error) {
+func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, rejected *rejectedDL) (*nats.Subscription, error) {
 	in := &intake{
 		limits:   func() intakeLimits { return d.view.Load().limits },
 		known:    d.known,
@@ -238,7 +246,7 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config) 
 		jobs:     d.jobs,
 		metrics:  d.metrics,
 		dedupe:   d.dedupe,
-		dead:     &sink.DeadLetters{NC: nc},
+		dead:     rejected,
 		nc:       nc,
 		log:      d.log,
 		newJobID: nuid.Next,

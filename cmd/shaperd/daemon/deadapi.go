@@ -28,7 +28,7 @@ func (a deadAPI) store(downstream string) (deadStore, error) {
 	if _, ok := a.d.known(downstream); !ok {
 		return nil, fmt.Errorf("dead letters of %q: %w", downstream, shaper.ErrUnknownDownstream)
 	}
-	st := a.d.deadStore.Load()
+	st := a.d.dead.Load()
 	if st == nil {
 		return nil, errStarting
 	}
@@ -113,7 +113,7 @@ func (d *Daemon) startReplays(ctx context.Context, cfg config.Config, nc *nats.C
 	if err != nil {
 		return nil, err
 	}
-	st := d.deadStore.Load()
+	st := d.dead.Load()
 	if st == nil {
 		return nil, errors.New("replays: no dead-letter store")
 	}

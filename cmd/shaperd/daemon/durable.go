@@ -17,17 +17,30 @@ import (
 // ensureTimeout bounds the start-up check of the JetStream streams.
 const ensureTimeout = 10 * time.Second
 
+// storage prepares the JetStream side: the durable queues' factory and the
+// dead-letter stores.
+func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Queue, error), *deadLetters, error) {
+	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
+	if err != nil {
+		return nil, nil, err
+	}
+	queues, err := d.durableQueues(ctx, cfg, nc, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	dead, err := d.startDeadLetters(ctx, cfg, nc, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	return queues, dead, nil
+}
+
 // durableQueues prepares the JetStream backend (queue.backend: jetstream)
-// and returns the shaper's queue factory. While NATS is reachable at start
+// on st and returns the shaper's queue factory. While NATS is reachable at start
 // it creates or checks every stream now, so an incompatible stream stops
 // start-up with a clear error; otherwise each queue keeps trying in the
 // background (/readyz is false until NATS is connected).
-func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Queue, error), error) {
-	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
-	if err != nil {
-		return nil, err
-	}
-	d.deadStore.Store(st.Dead())
+func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn, st *jetstream.Store) (func(shaper.LaneSettings) (queue.Queue, error), error) {
 	var durable []jetstream.QueueSettings
 	for _, ls := range cfg.ShaperSettings().Lanes {
 		if ls.Durable {

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
-	"github.com/shaperd/shaper/shaper/sink"
 )
 
 // intake turns intake messages into submissions and answers producers.
@@ -26,7 +24,7 @@ type intake struct {
 	metrics  *daemonMetrics
 	dedupe   *dedupe
 	known    func(downstream string) (deadLetter string, ok bool) // configured downstreams
-	dead     *sink.DeadLetters
+	dead     *rejectedDL                                          // stores rejected plain publishes' dead letters
 	nc       *nats.Conn
 	log      *slog.Logger
 	newJobID func() string
@@ -131,8 +129,9 @@ func (in *intake) reject(msg *nats.Msg, job *queue.Job, rej *rejection) {
 }
 
 // answerRejected replies to a requester, or dead-letters a plain publish's
-// rejection when its downstream has a dead-letter subject (SPEC.md: a
-// requester was told, so its rejections are only counted).
+// rejection when its downstream is configured (SPEC.md: a requester was
+// told, so its rejections are only counted): stored, bounded, like any
+// dead letter, by a worker that never makes intake wait.
 func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Reason, retryAfter time.Duration, err error) {
 	if msg.Reply != "" {
 		in.respond(msg, rejectedReply(msg.Reply, reason, retryAfter, err))
@@ -146,10 +145,7 @@ func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Re
 	if err != nil {
 		errText = err.Error()
 	}
-	dl := shaper.DeadLetter{Subject: subject, Job: job, Reason: reason, Err: errText}
-	if derr := in.dead.DeadLetter(context.Background(), dl); derr != nil {
-		in.log.Warn("dead-letter of a rejected publish failed", "downstream", job.Downstream, "err", derr)
-	}
+	in.dead.add(shaper.DeadLetter{Subject: subject, Job: job, Reason: reason, Err: errText})
 }
 
 func (in *intake) respond(msg *nats.Msg, reply *nats.Msg) {
