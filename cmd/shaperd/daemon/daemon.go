@@ -169,7 +169,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	cleanups = append(cleanups, closeAdmission) // after the shaper stopped, before NATS closes
-	sh, err := shaper.New(cfg.ShaperSettings(), shaper.Deps{
+	sh, stopShaper, err := d.startShaper(ctx, cfg, shaper.Deps{
 		Sinks:      sink.For(nc),
 		DeadLetter: dead,
 		Metrics:    d.jobs,
@@ -178,13 +178,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		Admitters:  admitters,
 	})
 	if err != nil {
-		return fmt.Errorf("start shaper: %w", err)
+		return err
 	}
-	d.shaper.Store(sh)
-	shCtx, stopShaper := context.WithCancel(context.WithoutCancel(ctx))
-	shDone := make(chan error, 1)
-	go func() { shDone <- sh.Run(shCtx) }()
-	cleanups = append(cleanups, func() error { stopShaper(); return <-shDone })
+	cleanups = append(cleanups, stopShaper)
 	cleanups = append(cleanups, d.history.Start(ctx, sh.Lanes))
 	stopReplays, err := d.startReplays(ctx, cfg, nc, sh)
 	if err != nil {
@@ -198,6 +194,29 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	}
 	cleanups = append(cleanups, func() error { return drainSubscription(sub, cfg.ShutdownGrace) })
 
+	d.announce(cfg, url)
+	<-ctx.Done()
+	d.running.Store(false)
+	d.log.Info("shutting down: intake stopped, finishing in-flight deliveries", "grace", cfg.ShutdownGrace)
+	return nil
+}
+
+// startShaper builds the shaper and runs it until the returned stop,
+// which waits for Run to return (a Run cleanup).
+func (d *Daemon) startShaper(ctx context.Context, cfg config.Config, deps shaper.Deps) (*shaper.Shaper, func() error, error) {
+	sh, err := shaper.New(cfg.ShaperSettings(), deps)
+	if err != nil {
+		return nil, nil, fmt.Errorf("start shaper: %w", err)
+	}
+	d.shaper.Store(sh)
+	shCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(shCtx) }()
+	return sh, func() error { stop(); return <-done }, nil
+}
+
+// announce marks the daemon ready and says so in the log.
+func (d *Daemon) announce(cfg config.Config, url string) {
 	d.metrics.lastReloadSuccess.SetToCurrentTime()
 	d.running.Store(true)
 	close(d.ready)
@@ -206,10 +225,6 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if len(cfg.Downstreams) == 0 {
 		d.log.Warn("no downstreams configured: every job will be rejected unknown_downstream; add one under downstreams: in the config file (see deploy/example.yaml) and send SIGHUP")
 	}
-	<-ctx.Done()
-	d.running.Store(false)
-	d.log.Info("shutting down: intake stopped, finishing in-flight deliveries", "grace", cfg.ShutdownGrace)
-	return nil
 }
 
 func (d *Daemon) config() config.Config {
