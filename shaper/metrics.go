@@ -42,6 +42,7 @@ type Metrics struct {
 	inflight, paused            *prometheus.GaugeVec
 	wait, duration              *prometheus.HistogramVec
 	beyondMetrics
+	breakerMetrics
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -87,6 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		known:         map[string]int{},
 		beyondMetrics: newBeyondMetrics(f),
 	}
+	m.breakerMetrics = newBreakerMetrics(f)
 	m.received.WithLabelValues(unknownLabel)
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(unknownLabel, string(r))
@@ -151,6 +153,7 @@ type laneMetrics struct {
 	depth, capacity, rate, inflight, paused         prometheus.Gauge
 	wait, duration                                  prometheus.Observer
 	beyondLane
+	breakerLane
 }
 
 // forLane creates (pre-creates) every series of downstream name. m must
@@ -180,6 +183,7 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 		lm.delivered[o] = m.delivered.WithLabelValues(name, string(o))
 	}
 	lm.beyondLane = m.beyondMetrics.forLane(name)
+	lm.breakerLane = m.breakerMetrics.forLane(name)
 	return lm
 }
 
@@ -201,6 +205,9 @@ func (m *Metrics) forget(name string) {
 		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
 		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
 		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec} {
+		v.DeletePartialMatch(match)
+	}
+	for _, v := range m.breakerVecs() {
 		v.DeletePartialMatch(match)
 	}
 }
