@@ -18,6 +18,7 @@ func Defaults() Config {
 				StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
 				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
 				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond,
+				RatesBucket: "SHAPER_RATES",
 			},
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
@@ -43,6 +44,7 @@ func DefaultDownstream() Downstream {
 		Retry: Retry{MaxAttempts: shaper.DefaultMaxAttempts, InitialBackoff: shaper.DefaultInitialBackoff,
 			MaxBackoff: shaper.DefaultMaxBackoff},
 		RateControl: RateFixed,
+		Breaker:     Breaker{OpenFor: shaper.DefaultBreakerOpenFor, MaxOpenFor: shaper.DefaultBreakerMaxOpenFor},
 	}
 }
 

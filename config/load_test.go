@@ -142,7 +142,8 @@ func TestDefaults(t *testing.T) {
 		NATS: NATS{Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
 			JetStream: JetStream{StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
 				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
-				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond}},
+				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond,
+				RatesBucket: "SHAPER_RATES"}},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{SubjectPrefix: "shaper.jobs", QueueGroup: "shaper", KeyHeader: "Shaper-Key",
 			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute},
@@ -152,6 +153,9 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)
 	}
 }
+
+// defaultBreaker is downstreams.NAME.breaker when not configured: off.
+var defaultBreaker = Breaker{OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute}
 
 func TestLoadMinimalAppliesDefaults(t *testing.T) {
 	t.Parallel()
@@ -167,6 +171,7 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 		Sink:        Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second}},
 		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
 		RateControl: "fixed",
+		Breaker:     defaultBreaker,
 	}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load =\n%v\nwant\n%v", cfg, want)
@@ -191,6 +196,7 @@ func TestLoadFull(t *testing.T) {
 			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
 			DeadLetter:  "shaper.dead.printer",
 			RateControl: "fixed",
+			Breaker:     defaultBreaker,
 		},
 		"legacy-erp": {
 			Rate:        2,
@@ -200,6 +206,7 @@ func TestLoadFull(t *testing.T) {
 			Sink:        Sink{NATS: &NATSSink{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
 			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
 			RateControl: "fixed",
+			Breaker:     defaultBreaker,
 		},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -35,6 +35,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			DeadLetter: d.DeadLetter,
 			Durable:    d.Queue.Backend == BackendJetStream,
 			Beyond:     d.beyond(),
+			Breaker:    d.breaker(),
 
 			AdmissionStore: d.Admission.store(),
 		})

@@ -156,6 +156,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	cleanups = append(cleanups, closeAdmission) // after the shaper stopped, before NATS closes
+	rates, err := newKVRates(nc, cfg.NATS.JetStream)
+	if err != nil {
+		return err
+	}
 	sh, err := shaper.New(cfg.ShaperSettings(), shaper.Deps{
 		Sinks:      sink.For(nc),
 		DeadLetter: &sink.DeadLetters{NC: nc},
@@ -163,6 +167,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		Logger:     d.log,
 		Queues:     queues,
 		Admitters:  admitters,
+		Rates:      rates,
 	})
 	if err != nil {
 		return fmt.Errorf("start shaper: %w", err)
