@@ -109,3 +109,44 @@ func TestStatusPageCSPAndAssets(t *testing.T) {
 		}
 	}
 }
+
+// The limit and breaker cells: ceiling, effective rate, the advertised
+// quota's place ("–" while none) and the breaker, red when open.
+func TestStatusPageLimitAndBreaker(t *testing.T) {
+	if statusTmplErr != nil {
+		t.Fatal(statusTmplErr)
+	}
+	until := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	var buf bytes.Buffer
+	err := statusTmpl.Execute(&buf, statusRows([]shaper.LaneStatus{
+		{Name: "api", Rate: 100, EffectiveRate: 37.123, Capacity: 10, Breaker: shaper.BreakerClosed},
+		{Name: "erp", Rate: 0.5, Capacity: 10, Breaker: shaper.BreakerOpen, BreakerUntil: &until},
+		{Name: "legacy", Rate: 2, Capacity: 10, Breaker: shaper.BreakerHalfOpen},
+		{Name: "old", Rate: 2, EffectiveRate: 2, Capacity: 10}, // no breaker field: closed
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<div>ceiling 100/s</div><div>effective 37.12/s</div><div class="quota">advertised –</div>`,
+		`<tr class="breaker"><td class="name"><div class="dsname">erp</div><span class="state">breaker open</span><div class="note">downstream failing; jobs held until a probe at 03:04:05</div>`,
+		`<div>ceiling 30/m</div><div>effective 0/m</div>`,
+		`<span class="chip open">open</span><div class="note">probe at 03:04:05</div>`,
+		`<tr class="breaker"><td class="name"><div class="dsname">legacy</div><span class="state">probing</span>`,
+		`<span class="chip half">half_open</span>`,
+		`<span class="chip ok">closed</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if n := strings.Count(page, `<span class="chip ok">closed</span>`); n != 2 {
+		t.Errorf("%d closed breakers shown, want 2 (api, old)", n)
+	}
+	for _, want := range []string{"function fmtQuota", "d.advertised_quota", `el("span", b === "open" ? "chip open"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("script lacks %s", want)
+		}
+	}
+}
