@@ -242,6 +242,7 @@ func TestAlertRules(t *testing.T) {
 		"shaper_config_reload_failures_total",                       // reload refused
 		"shaper_nats_connected",                                     // NATS down
 		"shaper_jobs_started_total", "shaper_drain_rate_per_second", // drain far below configured
+		"shaper_breaker_open", // a breaker holding jobs for long
 	} {
 		if !names[m] {
 			t.Errorf("%s: no alert uses %s", alertsPath, m)
@@ -258,6 +259,7 @@ func TestDashboard(t *testing.T) {
 		"shaper_jobs_dropped_total", "shaper_jobs_delivered_total", "shaper_inflight",
 		"shaper_queue_wait_seconds_bucket", "shaper_delivery_duration_seconds_bucket",
 		"shaper_downstream_paused", "shaper_nats_connected", "shaper_config_reload_failures_total",
+		"shaper_breaker_open", "shaper_breaker_trips_total",
 	} {
 		if !names[m] {
 			t.Errorf("%s: no panel shows %s", dashboardPath, m)
