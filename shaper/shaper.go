@@ -130,8 +130,11 @@ func (s *Shaper) Run(ctx context.Context) error {
 	defer dlCancel()
 	var dlDone, keepDone sync.WaitGroup
 	dlDone.Go(func() { s.dl.run(dlCtx) })
+	// The keeper's last save comes after the last delivery's answer.
+	keepCtx, keepCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer keepCancel()
 	if s.keeper != nil {
-		keepDone.Go(func() { s.keeper.run(ctx, s) })
+		keepDone.Go(func() { s.keeper.run(keepCtx, s) })
 	}
 	close(s.ready)
 	s.log.Info("shaper running", "downstreams", len(s.Lanes()))
@@ -139,6 +142,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	s.sched.run(ctx)
 
 	s.shutdown()
+	keepCancel()
 	keepDone.Wait()
 	s.dl.close()
 	waitFor(&dlDone, s.graceNow(), func() {
