@@ -110,8 +110,8 @@ func TestStatusPageCSPAndAssets(t *testing.T) {
 	}
 }
 
-// The limit and breaker cells: ceiling, effective rate, the advertised
-// quota's place ("–" while none) and the breaker, red when open.
+// The rate cell (ceiling, effective rate, the advertised quota's place)
+// and the breaker line under the name, red when open. "–" while no quota.
 func TestStatusPageLimitAndBreaker(t *testing.T) {
 	if statusTmplErr != nil {
 		t.Fatal(statusTmplErr)
@@ -129,10 +129,10 @@ func TestStatusPageLimitAndBreaker(t *testing.T) {
 	}
 	page := buf.String()
 	for _, want := range []string{
-		`<div>ceiling 100/s</div><div>effective 37.12/s</div><div class="quota">advertised –</div>`,
+		`<span class="note"> of 100/s</span><div class="note lim">effective 37.12/s</div><div class="note lim quota">advertised –</div>`,
 		`<tr class="breaker"><td class="name"><div class="dsname">erp</div><span class="state">breaker open</span><div class="note">downstream failing; jobs held until a probe at 03:04:05</div>`,
-		`<div>ceiling 30/m</div><div>effective 0/m</div>`,
-		`<span class="chip open">open</span><div class="note">probe at 03:04:05</div>`,
+		`<span class="note"> of 30/m</span><div class="note lim">effective 0/m</div>`,
+		`<div class="brk">breaker <span class="chip open">open</span> <span class="note">probe at 03:04:05</span></div>`,
 		`<tr class="breaker"><td class="name"><div class="dsname">legacy</div><span class="state">probing</span>`,
 		`<span class="chip half">half_open</span>`,
 		`<span class="chip ok">closed</span>`,
@@ -144,7 +144,7 @@ func TestStatusPageLimitAndBreaker(t *testing.T) {
 	if n := strings.Count(page, `<span class="chip ok">closed</span>`); n != 2 {
 		t.Errorf("%d closed breakers shown, want 2 (api, old)", n)
 	}
-	for _, want := range []string{"function fmtQuota", "d.advertised_quota", `el("span", b === "open" ? "chip open"`} {
+	for _, want := range []string{"function fmtQuota", "d.advertised_quota", `el("span", b === "open" ? "chip open"`, "breakerLine(d)"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("script lacks %s", want)
 		}
