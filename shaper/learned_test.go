@@ -220,7 +220,7 @@ func TestKeptRateTakeover(t *testing.T) {
 
 		time.Sleep(10 * time.Second)
 		r.put("api", Learned{Rate: 20, At: t0.Add(9 * time.Second)}) // the other instance's
-		if err := sh.Pause("api"); err != nil {                       // so that the submission cannot start before the fetch
+		if err := sh.Pause("api"); err != nil {                      // so that the submission cannot start before the fetch
 			t.Fatal(err)
 		}
 		h.submit("api", 3)
