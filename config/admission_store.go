@@ -43,6 +43,9 @@ func validateAdmissionBucket(v validator, j JetStream) {
 		v.add(k, "%q is not a KV bucket name; use 1..64 letters, digits, - and _, e.g. SHAPER_ADMISSION", j.AdmissionBucket)
 	}
 	v.duration("nats.jetstream.admission_timeout", j.AdmissionTimeout, 10*time.Millisecond, 10*time.Second)
+	if k := "nats.jetstream.rates_bucket"; v.ok(k) && (!validName(j.RatesBucket) || len(j.RatesBucket) > 64) {
+		v.add(k, "%q is not a KV bucket name; use 1..64 letters, digits, - and _, e.g. SHAPER_RATES", j.RatesBucket)
+	}
 }
 
 // store returns the shaper's view of admission.store; nil (no admission)

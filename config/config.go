@@ -43,6 +43,9 @@ type JetStream struct {
 	// AdmissionTimeout bounds one admission decision's KV round trips.
 	AdmissionBucket  string        `mapstructure:"admission_bucket"`
 	AdmissionTimeout time.Duration `mapstructure:"admission_timeout"`
+	// RatesBucket is the KV bucket where adaptive downstreams keep their
+	// learned rate (created on first use).
+	RatesBucket string `mapstructure:"rates_bucket"`
 }
 
 // Embedded configures the in-process NATS server.
@@ -110,6 +113,17 @@ type Downstream struct {
 	// Shadow counts what this downstream's policies would reject
 	// (shaper_shadow_rejections_total) but rejects nothing of it.
 	Shadow bool `mapstructure:"shadow"`
+	// Breaker holds the downstream's jobs while it keeps failing.
+	Breaker Breaker `mapstructure:"breaker"`
+}
+
+// Breaker configures a downstream's circuit breaker: Failures consecutive
+// failed tries open it (no starts, jobs held); a probe after OpenFor,
+// doubling up to MaxOpenFor while probes fail. Failures 0 turns it off.
+type Breaker struct {
+	Failures   int           `mapstructure:"failures"`
+	OpenFor    time.Duration `mapstructure:"open_for"`
+	MaxOpenFor time.Duration `mapstructure:"max_open_for"`
 }
 
 // Queue configures a downstream's bounded queue.

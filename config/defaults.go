@@ -18,6 +18,7 @@ func Defaults() Config {
 				StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
 				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
 				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond,
+				RatesBucket: "SHAPER_RATES",
 			},
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
@@ -46,6 +47,7 @@ func DefaultDownstream() Downstream {
 			MaxBackoff: shaper.DefaultMaxBackoff},
 		DeadLetters: DeadLetters{MaxAge: shaper.DefaultDeadLetterMaxAge, MaxCount: shaper.DefaultDeadLetterMaxCount},
 		RateControl: RateFixed,
+		Breaker:     Breaker{OpenFor: shaper.DefaultBreakerOpenFor, MaxOpenFor: shaper.DefaultBreakerMaxOpenFor},
 	}
 }
 

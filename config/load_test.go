@@ -152,7 +152,8 @@ func TestDefaults(t *testing.T) {
 		NATS: NATS{Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
 			JetStream: JetStream{StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
 				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
-				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond}},
+				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond,
+				RatesBucket: "SHAPER_RATES"}},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{SubjectPrefix: "shaper.jobs", QueueGroup: "shaper", KeyHeader: "Shaper-Key",
 			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute},
@@ -162,6 +163,9 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)
 	}
 }
+
+// defaultBreaker is downstreams.NAME.breaker when not configured: off.
+var defaultBreaker = Breaker{OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute}
 
 func TestLoadMinimalAppliesDefaults(t *testing.T) {
 	t.Parallel()
@@ -179,6 +183,7 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 		DeadLetter:  "shaper.dead.printer", // the default: shaper.dead.<name>
 		DeadLetters: DeadLetters{MaxAge: 168 * time.Hour, MaxCount: 10000},
 		RateControl: "fixed",
+		Breaker:     defaultBreaker,
 	}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load =\n%v\nwant\n%v", cfg, want)
@@ -204,6 +209,7 @@ func TestLoadFull(t *testing.T) {
 			DeadLetter:  "shaper.dead.printer",
 			DeadLetters: DeadLetters{MaxAge: 24 * time.Hour, MaxCount: 500},
 			RateControl: "fixed",
+			Breaker:     defaultBreaker,
 		},
 		"legacy-erp": {
 			Rate:        2,
@@ -215,6 +221,7 @@ func TestLoadFull(t *testing.T) {
 			DeadLetter:  "shaper.dead.legacy-erp", // the default
 			DeadLetters: DeadLetters{MaxAge: 168 * time.Hour, MaxCount: 10000},
 			RateControl: "fixed",
+			Breaker:     defaultBreaker,
 		},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -36,6 +36,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			DeadLetters: shaper.DeadLetterLimits{MaxAge: d.DeadLetters.MaxAge, MaxCount: d.DeadLetters.MaxCount},
 			Durable:     d.Queue.Backend == BackendJetStream,
 			Beyond:      d.beyond(),
+			Breaker:     d.breaker(),
 
 			AdmissionStore: d.Admission.store(),
 		})

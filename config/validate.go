@@ -183,6 +183,7 @@ func (d Downstream) validate(v validator, p, prefix string) {
 	}
 	v.duration(p+"queue.max_wait", d.Queue.MaxWait, 0, MaxMaxWait)
 	d.validateBeyond(v, p)
+	d.validateBreaker(v, p)
 	if d.Admission != nil {
 		d.Admission.validate(v, p+"admission.")
 	}

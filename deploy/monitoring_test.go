@@ -244,6 +244,7 @@ func TestAlertRules(t *testing.T) {
 		"shaper_jobs_started_total", "shaper_drain_rate_per_second", // drain far below configured
 		"shaper_dead_letters", "shaper_dead_letters_discarded_total", // dead letters piling up
 		"shaper_dead_letter_store_errors_total", // the store refuses them
+		"shaper_breaker_open", // a breaker holding jobs for long
 	} {
 		if !names[m] {
 			t.Errorf("%s: no alert uses %s", alertsPath, m)
@@ -261,6 +262,7 @@ func TestDashboard(t *testing.T) {
 		"shaper_queue_wait_seconds_bucket", "shaper_delivery_duration_seconds_bucket",
 		"shaper_downstream_paused", "shaper_nats_connected", "shaper_config_reload_failures_total",
 		"shaper_dead_letters", "shaper_dead_letters_replayed_total", "shaper_dead_letters_discarded_total",
+		"shaper_breaker_open", "shaper_breaker_trips_total",
 	} {
 		if !names[m] {
 			t.Errorf("%s: no panel shows %s", dashboardPath, m)

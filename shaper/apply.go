@@ -24,8 +24,10 @@ type lanePlan struct {
 
 // Apply reconfigures the shaper in place without losing queued jobs; New
 // uses it for the initial configuration. Safe for concurrent use; it does
-// not block on I/O (beyond what Deps.Sinks does). All of s is validated and
-// every new sink and limiter built first: on error nothing changes.
+// not block on I/O beyond what Deps.Sinks does and, for lanes that become
+// adaptive, reading their kept rates from Deps.Rates (at most 1 s in all).
+// All of s is validated and every new sink and limiter built first: on
+// error nothing changes.
 //
 //   - A new rate applies to queued jobs: the next start is the last start
 //     plus the new interval.
@@ -43,11 +45,15 @@ type lanePlan struct {
 //     delivering what it holds at its last rate (an admin pause is lifted,
 //     since nobody could resume it), then disappears from Lanes and from the
 //     metrics. Adding it back before then revives it with its queue.
+//   - A changed breaker applies in place, keeping its state; one turned off
+//     releases the jobs it held at once.
+//   - A lane that becomes adaptive starts at its kept rate (learned.go).
 func (s *Shaper) Apply(set Settings) error {
 	set, err := normalize(set)
 	if err != nil {
 		return err
 	}
+	kept := s.preload(set.Lanes) // I/O: before s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing.Load() {
@@ -68,6 +74,7 @@ func (s *Shaper) Apply(set Settings) error {
 			s.removeLane(l)
 		}
 	}
+	s.restoreKept(kept, time.Now())
 	return nil
 }
 

@@ -61,7 +61,7 @@ func (l *lane) leaking(now time.Time) int {
 }
 
 // slotFreesIn is the Retry-After for a full queue: the time until the lane's
-// next start frees a slot (after any pushback pause). When that start is
+// next start frees a slot (after any pushback pause or open breaker). When that start is
 // already due the slot goes to whoever comes first, so the answer is one
 // interval. While the lane is paused by the admin API no start is scheduled
 // and the answer is 0 (unknown). Requires l.mu.
@@ -69,7 +69,7 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 	if l.paused {
 		return 0
 	}
-	if d := later(l.next, l.pushback).Sub(now); d > 0 {
+	if d := l.brk.gate(later(l.next, l.pushback)).Sub(now); d > 0 {
 		return d
 	}
 	return l.interval
@@ -97,7 +97,7 @@ func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
 	if need <= held {
 		return first + time.Duration(need-1)*l.interval
 	}
-	next := later(later(l.next, l.pushback), now)
+	next := later(l.brk.gate(later(l.next, l.pushback)), now)
 	if held > 0 {
 		next = later(next, now.Add(first+time.Duration(held-1)*l.interval))
 	}

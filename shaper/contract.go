@@ -120,6 +120,8 @@ type LaneSettings struct {
 	// AdmissionStore says where Admission's per-key state lives; the zero
 	// value is in memory.
 	AdmissionStore admission.Store
+	// Breaker is the lane's circuit breaker; the zero value is off.
+	Breaker BreakerSettings
 
 	Beyond // issue 7's policies; the zero value turns every one off
 }

@@ -30,6 +30,7 @@ func (l *lane) finish(job *queue.Job, err error, policy RetryPolicy, now time.Ti
 	l.inflight--
 	l.m.inflight.Set(float64(l.inflight))
 	l.adapt(job, err, now)
+	l.breakerDone(job, err, now)
 	var pb *PushbackError
 	var perm *PermanentError
 	switch {

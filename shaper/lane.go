@@ -39,6 +39,8 @@ type lane struct {
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
 	c        counters
+	brk      breaker  // circuit breaker (breaker.go)
+	kept     keptRate // the learned rate kept in Deps.Rates (learned.go)
 
 	// Guarded by scheduler.mu.
 	wake time.Time
@@ -86,10 +88,13 @@ func queueSettings(cfg LaneSettings) queue.Settings {
 }
 
 // kick reschedules the lane after its queue fetched jobs (a durable kind).
-func (l *lane) kick() {
+func (l *lane) kick() { l.kickAt(time.Now()) }
+
+func (l *lane) kickAt(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.m.depth.Set(float64(l.q.Len()))
+	l.noteFetched(now) // after a gap: this instance may have taken over
 	l.reschedule()
 }
 
@@ -99,6 +104,7 @@ func (l *lane) kick() {
 func (l *lane) setConfig(cfg LaneSettings) {
 	l.cfg = cfg
 	l.setRate(l.ctl.reset(cfg, l.rate))
+	l.configureBreaker(cfg.Breaker)
 	l.q.Configure(queueSettings(cfg))
 	l.m.capacity.Set(float64(cfg.Capacity))
 	l.m.rateConfigured.Set(cfg.Rate)
@@ -133,12 +139,13 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		l.pushback = time.Time{}
 		l.updatePaused()
 	}
+	l.breakerRelease(now)
 	for l.canStart() {
 		readyAt, ok := l.q.NextReady()
 		if !ok {
 			break
 		}
-		slot := later(l.next, readyAt)
+		slot := l.brk.gate(later(l.next, readyAt))
 		if slot.After(now) {
 			break
 		}
@@ -157,9 +164,12 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 }
 
 // canStart reports whether the lane may start a job (ignoring time: a
-// pushback pause is folded into l.next). Requires l.mu.
+// pushback pause is folded into l.next, an open breaker into its gate).
+// Not while the breaker's probe is in flight, nor while a kept rate is
+// being read (learned.go). Requires l.mu.
 func (l *lane) canStart() bool {
-	return !l.paused && l.inflight < l.cfg.Concurrency && !l.s.closing.Load()
+	return !l.paused && l.inflight < l.cfg.Concurrency && !l.s.closing.Load() &&
+		!l.brk.blocks() && !l.kept.restoring
 }
 
 // start launches one delivery in its own goroutine; slot is the schedule
@@ -168,6 +178,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.lastCost = queue.JobCost(job)
 	l.last, l.next = slot, slot.Add(l.drainOf(l.lastCost))
 	l.inflight++
+	l.breakerStarted(job)
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
 	l.c.started++
@@ -212,7 +223,7 @@ func (l *lane) reschedule() {
 		return
 	}
 	readyAt, ok := l.q.NextReady()
-	l.s.sched.wantAt(l, later(l.next, readyAt), ok)
+	l.s.sched.wantAt(l, l.brk.gate(later(l.next, readyAt)), ok)
 }
 
 // unblock restarts the schedule no earlier than now after the lane could not

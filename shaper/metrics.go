@@ -43,6 +43,7 @@ type Metrics struct {
 	inflight, paused            *prometheus.GaugeVec
 	wait, duration              *prometheus.HistogramVec
 	beyondMetrics
+	breakerMetrics
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -92,6 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		known:         map[string]int{},
 		beyondMetrics: newBeyondMetrics(f),
 	}
+	m.breakerMetrics = newBreakerMetrics(f)
 	m.received.WithLabelValues(unknownLabel)
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(unknownLabel, string(r))
@@ -173,6 +175,7 @@ type laneMetrics struct {
 	depth, capacity, rate, inflight, paused         prometheus.Gauge
 	wait, duration                                  prometheus.Observer
 	beyondLane
+	breakerLane
 }
 
 // forLane creates (pre-creates) every series of downstream name. m must
@@ -203,6 +206,7 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 		lm.delivered[o] = m.delivered.WithLabelValues(name, string(o))
 	}
 	lm.beyondLane = m.beyondMetrics.forLane(name)
+	lm.breakerLane = m.breakerMetrics.forLane(name)
 	return lm
 }
 
@@ -225,6 +229,9 @@ func (m *Metrics) forget(name string) {
 		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
 		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
 		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec} {
+		v.DeletePartialMatch(match)
+	}
+	for _, v := range m.breakerVecs() {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -77,6 +77,7 @@ func normalizeLane(ls LaneSettings) (LaneSettings, error) {
 		bad("max wait: must be >= 0, got %s", ls.MaxWait)
 	}
 	normalizeBeyond(&ls, bad)
+	normalizeBreaker(&ls.Breaker, bad)
 	r := &ls.Retry
 	if r.MaxAttempts < 0 || r.InitialBackoff < 0 || r.MaxBackoff < 0 {
 		bad("retry: values must be >= 0, got %+v", *r)

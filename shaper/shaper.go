@@ -38,6 +38,9 @@ type Deps struct {
 	// by New and by Apply when the admission config changed; the shaper
 	// does not close what it returns (its builder owns it).
 	Admitters admission.Remote
+	// Rates keeps what adaptive lanes learned (learned.go); nil = nothing
+	// is kept: a new lane starts at its ceiling.
+	Rates Rates
 }
 
 // ErrClosed is returned by Apply, and Run, once Run has returned or begun to
@@ -66,6 +69,7 @@ type Shaper struct {
 
 	sched      *scheduler
 	dl         *dlWorker
+	keeper     *keeper // nil without Deps.Rates
 	closing    atomic.Bool
 	running    atomic.Bool
 	ready      chan struct{}
@@ -86,7 +90,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 	sh := &Shaper{
 		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
-		sched: newScheduler(), ready: make(chan struct{}),
+		sched: newScheduler(), ready: make(chan struct{}), keeper: newKeeper(deps.Rates),
 		remoteSem: make(chan struct{}, maxRemoteDecisions),
 	}
 	if sh.log == nil {
@@ -124,14 +128,22 @@ func (s *Shaper) Run(ctx context.Context) error {
 	}
 	dlCtx, dlCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer dlCancel()
-	var dlDone sync.WaitGroup
+	var dlDone, keepDone sync.WaitGroup
 	dlDone.Go(func() { s.dl.run(dlCtx) })
+	// The keeper's last save comes after the last delivery's answer.
+	keepCtx, keepCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer keepCancel()
+	if s.keeper != nil {
+		keepDone.Go(func() { s.keeper.run(keepCtx, s) })
+	}
 	close(s.ready)
 	s.log.Info("shaper running", "downstreams", len(s.Lanes()))
 
 	s.sched.run(ctx)
 
 	s.shutdown()
+	keepCancel()
+	keepDone.Wait()
 	s.dl.close()
 	waitFor(&dlDone, s.graceNow(), func() {
 		s.log.Error("dead-letter flush exceeded the shutdown grace; cancelling it")

@@ -14,7 +14,7 @@ type LaneStatus struct {
 	Rate float64 `json:"rate"`
 	// EffectiveRate is the rate starts are being made at now: Rate (or the
 	// adaptive rate under rate_control adaptive), or 0 while paused (by the
-	// admin API or by pushback).
+	// admin API or by pushback) or held by the breaker.
 	EffectiveRate float64 `json:"effective_rate"`
 	Concurrency   int     `json:"concurrency"`
 	Depth         int     `json:"depth"` // queued jobs, including retries waiting for backoff
@@ -26,6 +26,10 @@ type LaneStatus struct {
 	// Removing is true for a lane dropped from the config that is still
 	// delivering what it holds (it takes no new jobs).
 	Removing bool `json:"removing,omitempty"`
+	// Breaker is the circuit breaker's state (closed without a breaker);
+	// BreakerUntil is when an open breaker's probe is due, nil otherwise.
+	Breaker      BreakerState `json:"breaker"`
+	BreakerUntil *time.Time   `json:"breaker_until,omitempty"`
 
 	Received  uint64             `json:"received"`
 	Accepted  uint64             `json:"accepted"`
@@ -78,7 +82,12 @@ func (l *lane) status(now time.Time) LaneStatus {
 			st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
 		}
 	}
-	if l.paused || st.PushbackUntil != nil {
+	st.Breaker = l.brk.state(now)
+	if st.Breaker == BreakerOpen {
+		t := l.brk.until
+		st.BreakerUntil = &t
+	}
+	if l.paused || st.PushbackUntil != nil || st.Breaker != BreakerClosed {
 		st.EffectiveRate = 0
 	}
 	return st

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -78,6 +79,10 @@ type statusRow struct {
 	BarClass, BarWidth string
 	FillPct            int
 	RateText           string
+	EffectiveText      string // the effective rate, in the unit of RateText
+	BreakerClass       string // chip class: ok, half (probing), open (red)
+	BreakerText        string
+	BreakerNote        string
 	Refused            []statusChip
 	Succeeded          uint64
 }
@@ -104,6 +109,8 @@ func statusRows(lanes []downstreamRow) []statusRow {
 			r.BarClass = "mid"
 		}
 		r.Class, r.State, r.Note = classify(st, fill)
+		r.EffectiveText = sameUnit(st.EffectiveRate, st.Rate)
+		r.BreakerClass, r.BreakerText, r.BreakerNote = breakerChip(st)
 		for _, m := range []struct {
 			counts map[shaper.Reason]uint64
 			class  string
@@ -126,6 +133,14 @@ func classify(st shaper.LaneStatus, fill float64) (class, state, note string) {
 		return "idle", "removing", "draining what it holds"
 	case st.Paused:
 		return "paused", "paused", "by the admin API; jobs keep queueing"
+	case st.Breaker == shaper.BreakerOpen:
+		note := "downstream failing; jobs held"
+		if st.BreakerUntil != nil {
+			note += " until a probe at " + st.BreakerUntil.Format("15:04:05")
+		}
+		return "breaker", "breaker open", note
+	case st.Breaker == shaper.BreakerHalfOpen:
+		return "breaker", "probing", "one probe job decides whether the breaker closes"
 	case st.PushbackUntil != nil:
 		return "paused", "pushback", "backend asked to wait until " + st.PushbackUntil.Format("15:04:05")
 	case fill >= 0.9:
@@ -136,6 +151,34 @@ func classify(st shaper.LaneStatus, fill float64) (class, state, note string) {
 		return "calm", "flowing", "under its rate"
 	}
 	return "calm", "idle", "nothing queued"
+}
+
+// breakerChip is the breaker cell: its chip class and text, and a note.
+func breakerChip(st shaper.LaneStatus) (class, text, note string) {
+	switch st.Breaker {
+	case shaper.BreakerOpen:
+		if st.BreakerUntil != nil {
+			note = "probe at " + st.BreakerUntil.Format("15:04:05")
+		}
+		return "chip open", string(st.Breaker), note
+	case shaper.BreakerHalfOpen:
+		return "chip half", string(st.Breaker), ""
+	}
+	return "chip ok", string(shaper.BreakerClosed), ""
+}
+
+// sameUnit formats rate in the unit the page shows ref in (the script's
+// unit and fmtRate: /s from 1/s up, else /m, else /h).
+func sameUnit(rate, ref float64) string {
+	suffix, mult := "/s", 1.0
+	switch {
+	case ref >= 1:
+	case ref*60 >= 1:
+		suffix, mult = "/m", 60
+	default:
+		suffix, mult = "/h", 3600
+	}
+	return strconv.FormatFloat(math.Round(rate*mult*100)/100, 'f', -1, 64) + suffix
 }
 
 // inlineHashes returns the CSP source list of the sha256 hashes of every

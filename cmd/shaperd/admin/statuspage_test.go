@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -106,6 +107,47 @@ func TestStatusPageCSPAndAssets(t *testing.T) {
 	for _, bad := range []string{"http://", "https://", " src=", "@import", "url(", `href="/`, `"//`} {
 		if strings.Contains(rest, bad) {
 			t.Errorf("page refers to an asset elsewhere (%q)", bad)
+		}
+	}
+}
+
+// The rate cell (ceiling, effective rate, the advertised quota's place)
+// and the breaker line under the name, red when open. "–" while no quota.
+func TestStatusPageLimitAndBreaker(t *testing.T) {
+	if statusTmplErr != nil {
+		t.Fatal(statusTmplErr)
+	}
+	until := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	var buf bytes.Buffer
+	err := statusTmpl.Execute(&buf, statusRows(downstreamRows(context.Background(), time.Now(), []shaper.LaneStatus{
+		{Name: "api", Rate: 100, EffectiveRate: 37.123, Capacity: 10, Breaker: shaper.BreakerClosed},
+		{Name: "erp", Rate: 0.5, Capacity: 10, Breaker: shaper.BreakerOpen, BreakerUntil: &until},
+		{Name: "legacy", Rate: 2, Capacity: 10, Breaker: shaper.BreakerHalfOpen},
+		{Name: "old", Rate: 2, EffectiveRate: 2, Capacity: 10}, // no breaker field: closed
+	}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<span class="note"> of 100/s</span><div class="note lim">effective 37.12/s</div><div class="note lim quota">advertised –</div>`,
+		`<tr class="breaker"><td class="name"><div class="dsname">erp</div><span class="state">breaker open</span><div class="note">downstream failing; jobs held until a probe at 03:04:05</div>`,
+		`<span class="note"> of 30/m</span><div class="note lim">effective 0/m</div>`,
+		`<div class="brk">breaker <span class="chip open">open</span> <span class="note">probe at 03:04:05</span></div>`,
+		`<tr class="breaker"><td class="name"><div class="dsname">legacy</div><span class="state">probing</span>`,
+		`<span class="chip half">half_open</span>`,
+		`<span class="chip ok">closed</span>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+	if n := strings.Count(page, `<span class="chip ok">closed</span>`); n != 2 {
+		t.Errorf("%d closed breakers shown, want 2 (api, old)", n)
+	}
+	for _, want := range []string{"function fmtQuota", "d.advertised_quota", `el("span", b === "open" ? "chip open"`, "breakerLine(d)"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("script lacks %s", want)
 		}
 	}
 }

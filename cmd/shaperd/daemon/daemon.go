@@ -169,6 +169,10 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		return err
 	}
 	cleanups = append(cleanups, closeAdmission) // after the shaper stopped, before NATS closes
+	rates, err := newKVRates(nc, cfg.NATS.JetStream)
+	if err != nil {
+		return err
+	}
 	sh, stopShaper, err := d.startShaper(ctx, cfg, shaper.Deps{
 		Sinks:      sink.For(nc),
 		DeadLetter: dead,
@@ -176,6 +180,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		Logger:     d.log,
 		Queues:     queues,
 		Admitters:  admitters,
+		Rates:      rates,
 	})
 	if err != nil {
 		return err
