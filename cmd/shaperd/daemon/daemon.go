@@ -60,6 +60,9 @@ type Daemon struct {
 	// dead is the dead-letter store; nil before Run has made it, or when
 	// the NATS server has no JetStream (dead letters are then published).
 	dead atomic.Pointer[jetstream.DeadStore]
+	// deadPublishOnly is set when the server has no JetStream: there is
+	// no store to list or replay.
+	deadPublishOnly atomic.Bool
 }
 
 // view is the part of the config that intake reads per message; it is

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,7 +28,10 @@ func (a deadAPI) store(downstream string) (deadStore, error) {
 		return nil, fmt.Errorf("dead letters of %q: %w", downstream, shaper.ErrUnknownDownstream)
 	}
 	st := a.d.dead.Load()
-	if st == nil {
+	switch {
+	case st == nil && a.d.deadPublishOnly.Load():
+		return nil, errNoStore
+	case st == nil:
 		return nil, errStarting
 	}
 	return st, nil
@@ -109,13 +111,13 @@ func deadView(dl jetstream.DeadLetter) admin.DeadLetter {
 // and a KV bucket of plans on nc, resuming every stored replay; it returns
 // their cleanup.
 func (d *Daemon) startReplays(ctx context.Context, cfg config.Config, nc *nats.Conn, sh *shaper.Shaper) (func() error, error) {
+	st := d.dead.Load()
+	if st == nil { // no JetStream: dead letters are only published, nothing to replay
+		return func() error { return nil }, nil
+	}
 	plans, err := newKVPlans(nc, cfg)
 	if err != nil {
 		return nil, err
-	}
-	st := d.dead.Load()
-	if st == nil {
-		return nil, errors.New("replays: no dead-letter store")
 	}
 	return d.replays.start(ctx, &replayDeps{
 		store: st, target: sh, plans: plans, keyHeader: cfg.Ingress.KeyHeader,

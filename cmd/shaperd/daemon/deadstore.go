@@ -129,7 +129,9 @@ func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *na
 			d.log.Warn("dead-letter streams not ready yet; each is made when its first dead letter comes", "error", err.Error())
 		}
 	}
-	if !dl.coreOnly.Load() {
+	if dl.coreOnly.Load() {
+		d.deadPublishOnly.Store(true)
+	} else {
 		d.dead.Store(dl.store)
 	}
 	return dl, nil

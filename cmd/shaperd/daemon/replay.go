@@ -47,6 +47,10 @@ type replayDeps struct {
 // errStarting answers a replay asked for before the daemon runs.
 var errStarting = errors.New("the daemon is starting; try again in a moment")
 
+// errNoStore answers the dead-letter routes when the NATS server has no
+// JetStream: dead letters are published to their subjects, not stored.
+var errNoStore = errors.New("the NATS server has no JetStream: dead letters are only published to their subjects, not stored")
+
 // replays owns the paced replayers: at most one per downstream, each a
 // goroutine with its own context, all ended and waited for by close. A
 // replay's plan is kept in a planStore as it goes, so the next start
