@@ -244,7 +244,7 @@ func TestAlertRules(t *testing.T) {
 		"shaper_jobs_started_total", "shaper_drain_rate_per_second", // drain far below configured
 		"shaper_dead_letters", "shaper_dead_letters_discarded_total", // dead letters piling up
 		"shaper_dead_letter_store_errors_total", // the store refuses them
-		"shaper_breaker_open", // a breaker holding jobs for long
+		"shaper_breaker_open",                   // a breaker holding jobs for long
 	} {
 		if !names[m] {
 			t.Errorf("%s: no alert uses %s", alertsPath, m)
