@@ -22,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/shaperd/shaper/cmd/shaperd/daemon"
+	"github.com/shaperd/shaper/config"
 )
 
 const (
@@ -245,6 +246,7 @@ func TestAlertRules(t *testing.T) {
 		"shaper_dead_letters", "shaper_dead_letters_discarded_total", // dead letters piling up
 		"shaper_dead_letter_store_errors_total", // the store refuses them
 		"shaper_breaker_open",                   // a breaker holding jobs for long
+		"shaper_dead_letters_lost_total",        // dead letters lost
 	} {
 		if !names[m] {
 			t.Errorf("%s: no alert uses %s", alertsPath, m)
@@ -252,9 +254,10 @@ func TestAlertRules(t *testing.T) {
 	}
 }
 
-// TestDashboard checks the dashboard without a daemon.
+// TestDashboard checks the dashboard without a daemon; a panel may read a
+// metric through a recording rule.
 func TestDashboard(t *testing.T) {
-	names := referenced(dashboardSelectors(t))
+	names := reads(recordingRules(t), dashboardSelectors(t))
 	for _, m := range []string{
 		"shaper_queue_depth", "shaper_queue_capacity", "shaper_drain_rate_per_second",
 		"shaper_jobs_started_total", "shaper_jobs_accepted_total", "shaper_jobs_rejected_total",
@@ -304,12 +307,22 @@ func series(mfs []*dto.MetricFamily) map[string][]labels.Labels {
 // checkExported reports every selector that names a metric the daemon does
 // not export, or whose label matchers match none of its pre-created series
 // (a misspelt label or value), or that uses a label the metric does not
-// have. instance and job are added by Prometheus.
-func checkExported(t *testing.T, file string, sels map[string][]selector, exported map[string][]labels.Labels) {
+// have. instance and job are added by Prometheus. A recorded series (from
+// recording.yml) has the labels of its level.
+func checkExported(t *testing.T, file string, sels map[string][]selector, exported map[string][]labels.Labels,
+	rec map[string]recorded) {
 	t.Helper()
 	for _, where := range keysOf(sels) {
 		for _, s := range sels[where] {
 			if synthesized[s.name] {
+				continue
+			}
+			if r, ok := rec[s.name]; ok {
+				for _, m := range s.matchers {
+					if !slices.Contains(r.labels, m.Name) {
+						t.Errorf("%s: %s: the recorded %s has no label %q (it keeps %v)", file, where, s.name, m.Name, r.labels)
+					}
+				}
 				continue
 			}
 			set, ok := exported[s.name]
@@ -343,12 +356,20 @@ func checkExported(t *testing.T, file string, sels map[string][]selector, export
 }
 
 // TestMonitoringMatchesDaemon runs the real daemon on deploy/example.yaml
-// against an in-process NATS server and checks that every metric the alert
-// rules and the dashboard query is one it exports, and that the container
-// HEALTHCHECK's probe passes against it.
+// (plus a copy of its printer whose admission state is in the NATS KV, so
+// that every family is exported) against an in-process NATS server and
+// checks that every metric the alert rules, the recording rules and the
+// dashboard query is one it exports, that every family it exports is read
+// by a panel or an alert, and that the container HEALTHCHECK's probe
+// passes against it.
 func TestMonitoringMatchesDaemon(t *testing.T) {
 	alerts := alertSelectors(t)
 	panels := dashboardSelectors(t)
+	rec := recordingRules(t)
+	recSels := map[string][]selector{}
+	for name, r := range rec {
+		recSels["record "+name] = r.sels
+	}
 	probe := shaperctl(t) // built before the goroutine check starts
 	defer goleak.VerifyNone(t)
 
@@ -363,6 +384,11 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 	cfg := loadConfig(t, "example.yaml")
 	cfg.NATS.URL = srv.ClientURL()
 	cfg.Admin.Listen = "127.0.0.1:0"
+	kv := cfg.Downstreams["printer"]
+	adm := *kv.Admission
+	adm.Store = config.AdmissionNATS
+	kv.Admission = &adm
+	cfg.Downstreams["printer_kv"] = kv
 	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatalf("daemon.New: %v", err)
@@ -394,8 +420,13 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 		t.Fatalf("Gather: %v", err)
 	}
 	exported := series(mfs)
-	checkExported(t, alertsPath, alerts, exported)
-	checkExported(t, dashboardPath, panels, exported)
+	checkExported(t, alertsPath, alerts, exported, nil)
+	checkExported(t, recordingPath, recSels, exported, rec)
+	checkExported(t, dashboardPath, panels, exported, rec)
+	for _, name := range unshown(mfs, rec, panels, alerts) {
+		t.Errorf("the daemon exports %s, which no panel of %s and no alert of %s reads: add a panel, "+
+			"or add it to shownWithoutPanel saying why it needs none", name, dashboardPath, alertsPath)
+	}
 
 	out, err := exec.Command(probe, "status", "-admin", "http://"+d.AdminAddr()).CombinedOutput()
 	if err != nil {

@@ -59,7 +59,7 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 		q = newMemoryQueue(cfg)
 	}
 	l := &lane{
-		s: s, name: cfg.Name, m: s.met.forLane(cfg.Name),
+		s: s, name: cfg.Name, m: s.met.forLane(cfg.Name, cfg.MaxWait),
 		q: q, sink: sink, adm: adm, idx: -1,
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -41,7 +42,8 @@ type Metrics struct {
 	dlStoreErrors, dlLost       *prometheus.CounterVec
 	depth, capacity, rate       *prometheus.GaugeVec
 	inflight, paused            *prometheus.GaugeVec
-	wait, duration              *prometheus.HistogramVec
+	wait                        *waitHistograms
+	duration                    *prometheus.HistogramVec
 	beyondMetrics
 	breakerMetrics
 
@@ -52,7 +54,8 @@ type Metrics struct {
 // NewMetrics creates the collectors and registers them with reg; a nil reg
 // leaves them unregistered (still usable, e.g. in tests). It panics, as
 // promauto does, if reg already holds collectors of these names. The series
-// for downstream "_unknown" are created at once.
+// for downstream "_unknown" are created at once. shaper_queue_wait_seconds
+// has buckets per downstream, around its max_wait (see waitBuckets).
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
 	ds := []string{"downstream"}
@@ -80,11 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		rate:     gauge("shaper_drain_rate_per_second", "Drain rate in starts per second: the configured rate, or the effective one under rate_control adaptive."),
 		inflight: gauge("shaper_inflight", "Deliveries in progress."),
 		paused:   gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
-		wait: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "shaper_queue_wait_seconds",
-			Help:    "Time from acceptance to the first start of a job.",
-			Buckets: prometheus.ExponentialBucketsRange(0.001, 4*3600, 18),
-		}, ds),
+		wait:     newWaitHistograms(),
 		duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shaper_delivery_duration_seconds",
 			Help:    "Duration of one delivery try.",
@@ -94,6 +93,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		beyondMetrics: newBeyondMetrics(f),
 	}
 	m.breakerMetrics = newBreakerMetrics(f)
+	if reg != nil {
+		reg.MustRegister(m.wait)
+	}
 	m.received.WithLabelValues(unknownLabel)
 	for _, r := range rejectReasons {
 		m.rejected.WithLabelValues(unknownLabel, string(r))
@@ -178,9 +180,10 @@ type laneMetrics struct {
 	breakerLane
 }
 
-// forLane creates (pre-creates) every series of downstream name. m must
-// not be nil (New substitutes unregistered metrics for a nil Deps.Metrics).
-func (m *Metrics) forLane(name string) *laneMetrics {
+// forLane creates (pre-creates) every series of downstream name, whose
+// lane's max_wait is maxWait (the queue-wait buckets). m must not be nil
+// (New substitutes unregistered metrics for a nil Deps.Metrics).
+func (m *Metrics) forLane(name string, maxWait time.Duration) *laneMetrics {
 	m.mu.Lock()
 	m.known[name]++
 	m.mu.Unlock()
@@ -194,7 +197,7 @@ func (m *Metrics) forLane(name string) *laneMetrics {
 		depth: m.depth.WithLabelValues(name), capacity: m.capacity.WithLabelValues(name),
 		rate: m.rate.WithLabelValues(name), inflight: m.inflight.WithLabelValues(name),
 		paused: m.paused.WithLabelValues(name),
-		wait:   m.wait.WithLabelValues(name), duration: m.duration.WithLabelValues(name),
+		wait:   m.wait.forLane(name, maxWait), duration: m.duration.WithLabelValues(name),
 	}
 	for _, r := range rejectReasons {
 		lm.rejected[r] = m.rejected.WithLabelValues(name, string(r))
@@ -221,12 +224,13 @@ func (m *Metrics) forget(name string) {
 		return
 	}
 	delete(m.known, name)
+	m.wait.forget(name)
 	match := prometheus.Labels{"downstream": name}
 	for _, v := range []*prometheus.MetricVec{m.received.MetricVec, m.accepted.MetricVec,
 		m.started.MetricVec, m.retries.MetricVec, m.pushbacks.MetricVec, m.rejected.MetricVec,
 		m.dropped.MetricVec, m.delivered.MetricVec, m.dlStoreErrors.MetricVec, m.dlLost.MetricVec,
 		m.depth.MetricVec, m.capacity.MetricVec,
-		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec, m.wait.MetricVec,
+		m.rate.MetricVec, m.inflight.MetricVec, m.paused.MetricVec,
 		m.duration.MetricVec, m.shadow.MetricVec, m.rateConfigured.MetricVec,
 		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec} {
 		v.DeletePartialMatch(match)

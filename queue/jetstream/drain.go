@@ -135,10 +135,14 @@ func (q *Queue) maintain() {
 }
 
 func (q *Queue) ensure(ctx context.Context, capacity int, lastLog *time.Time) {
+	q.mu.Lock()
+	q.depth.begin() // the stream's info comes with the answer
+	q.mu.Unlock()
 	s, c, err := q.st.ensure(ctx, q.name, capacity)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err != nil {
+		q.depth.abort()
 		q.capDirty = q.s != nil // retry a failed capacity update
 		if errors.Is(err, ErrIncompatible) {
 			q.broken = err
@@ -151,19 +155,27 @@ func (q *Queue) ensure(ctx context.Context, capacity int, lastLog *time.Time) {
 	}
 	q.s, q.c, q.broken = s, c, nil
 	if info := s.CachedInfo(); info != nil {
-		q.depth = int(info.State.Msgs)
+		q.depth.end(info.State.Msgs, info.State.LastSeq)
+	} else {
+		q.depth.abort()
 	}
 	q.signal()
 }
 
+// refresh reads the stream's count; depthBook orders it with the stores
+// and acks booked meanwhile.
 func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
-	info, err := s.Info(ctx)
-	if err != nil {
-		return
-	}
 	q.mu.Lock()
-	changed := q.depth != int(info.State.Msgs)
-	q.depth = int(info.State.Msgs)
+	q.depth.begin()
+	q.mu.Unlock()
+	info, err := s.Info(ctx)
+	q.mu.Lock()
+	changed := false
+	if err != nil {
+		q.depth.abort()
+	} else {
+		changed = q.depth.end(info.State.Msgs, info.State.LastSeq)
+	}
 	q.mu.Unlock()
 	if changed && q.ready != nil {
 		q.ready()

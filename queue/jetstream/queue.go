@@ -51,7 +51,7 @@ type Queue struct {
 	pb       []held                     // pushed back, held locally until at; sorted by at
 	taken    map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
 	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
-	depth    int                        // stream's messages (refreshed; adjusted locally)
+	depth    depthBook                  // stream's messages (refreshed; adjusted locally)
 	capacity int
 	capDirty bool
 	closed   bool
@@ -151,12 +151,13 @@ func (q *Queue) enqueue(job *queue.Job, done func(int, error)) {
 	q.st.publish(q, job, done)
 }
 
-// stored books a PubAck and returns the job's position.
-func (q *Queue) stored() int {
+// stored books the PubAck of stream sequence seq and returns the job's
+// position.
+func (q *Queue) stored(seq uint64) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.depth++
-	return q.depth
+	q.depth.stored(seq)
+	return q.depth.n
 }
 
 func (q *Queue) streamHandle() natsjs.Stream {
@@ -262,7 +263,7 @@ func (q *Queue) Ack(job *queue.Job, at time.Time) {
 func (q *Queue) ackLocked(m natsjs.Msg) {
 	delete(q.held, m)
 	_ = m.Ack()
-	q.depth = max(q.depth-1, 0)
+	q.depth.remove()
 }
 
 // RetryLater naks job with the delay until at, so the retry waits in the
@@ -300,7 +301,7 @@ func (q *Queue) GiveUp(job *queue.Job) {
 	if m, ok := q.taken[job]; ok {
 		delete(q.taken, job)
 		_ = m.TermWithReason("shaperd: dead-lettered")
-		q.depth = max(q.depth-1, 0)
+		q.depth.remove()
 	}
 }
 
@@ -316,11 +317,12 @@ func (q *Queue) Drain() []*queue.Job {
 }
 
 // Len is the number of jobs in the stream (refreshed every 500 ms from the
-// server, adjusted for this instance's stores and acks in between).
+// server, adjusted for this instance's stores and acks in between; see
+// depthBook).
 func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.depth
+	return q.depth.n
 }
 
 // Cap is the stream's bound.

@@ -164,7 +164,7 @@ func (st *Store) onAck(_ natsjs.JetStream, m *nats.Msg, pa *natsjs.PubAck) {
 		go st.duplicate(p, pa.Sequence) // looks the original up: I/O
 		return
 	}
-	p.done(p.q.stored(), nil)
+	p.done(p.q.stored(pa.Sequence), nil)
 }
 
 // duplicate answers a publish the stream's duplicate window refused, with

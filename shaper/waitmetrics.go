@@ -1,0 +1,108 @@
+package shaper
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	waitName = "shaper_queue_wait_seconds"
+	waitHelp = "Time from acceptance to the first start of a job. Buckets: a coarse layout from 1 ms to 4 h, " +
+		"plus 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98 and 1 times the downstream's queue.max_wait."
+)
+
+// Buckets of shaper_queue_wait_seconds. Every downstream has the coarse
+// layout (a factor of about 2.6 from one bucket to the next, so p99 of a
+// lane whose jobs wait up to its max_wait of 30 s read 42.6 s), plus
+// waitFractions of its own max_wait, where the quantiles an operator reads
+// lie: how close to expiry jobs start. The layout is per downstream,
+// fixed when its series are created (at start, or by the reload that adds
+// the downstream); a reload that changes max_wait keeps the layout until
+// the next restart. That is at most 29 buckets per downstream, whatever
+// the config: the series set stays bounded. Quantiles are per downstream
+// (histogram_quantile by downstream, le); sums over downstreams with other
+// max_waits mix layouts and are not meaningful per bucket.
+//
+// Native histograms would give a fine resolution everywhere, but need a
+// feature flag on Prometheus 2.x and do not feed the dashboard's
+// histogram_quantile over _bucket; these classic buckets work everywhere.
+var (
+	waitCoarse    = prometheus.ExponentialBucketsRange(0.001, 4*3600, 18)
+	waitFractions = []float64{0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1}
+)
+
+// waitBuckets is the bucket layout of a downstream with maxWait (0: none).
+// A coarse bucket within 5% of a max_wait bucket is left out: it would add
+// a series without adding resolution.
+func waitBuckets(maxWait time.Duration) []float64 {
+	if maxWait <= 0 {
+		return slices.Clone(waitCoarse)
+	}
+	w := maxWait.Seconds()
+	var out []float64
+	for _, f := range waitFractions {
+		out = append(out, f*w)
+	}
+	for _, c := range waitCoarse {
+		if !slices.ContainsFunc(out[:len(waitFractions)], func(b float64) bool { return c > 0.95*b && c < 1.05*b }) {
+			out = append(out, c)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// waitHistograms is shaper_queue_wait_seconds: one histogram per
+// downstream, each with its own buckets (a HistogramVec has one layout for
+// all). It is an unchecked collector (it describes nothing), since the
+// downstreams come and go with the config.
+type waitHistograms struct {
+	mu sync.Mutex
+	by map[string]prometheus.Histogram
+}
+
+func newWaitHistograms() *waitHistograms {
+	return &waitHistograms{by: map[string]prometheus.Histogram{}}
+}
+
+// Describe describes nothing: waitHistograms is an unchecked collector.
+func (w *waitHistograms) Describe(chan<- *prometheus.Desc) {}
+
+// Collect sends every downstream's histogram.
+func (w *waitHistograms) Collect(ch chan<- prometheus.Metric) {
+	w.mu.Lock()
+	hs := make([]prometheus.Histogram, 0, len(w.by))
+	for _, h := range w.by {
+		hs = append(hs, h)
+	}
+	w.mu.Unlock()
+	for _, h := range hs {
+		ch <- h
+	}
+}
+
+// forLane returns downstream name's histogram, creating it with maxWait's
+// buckets if it has none.
+func (w *waitHistograms) forLane(name string, maxWait time.Duration) prometheus.Histogram {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h, ok := w.by[name]; ok {
+		return h
+	}
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: waitName, Help: waitHelp, Buckets: waitBuckets(maxWait),
+		ConstLabels: prometheus.Labels{"downstream": name},
+	})
+	w.by[name] = h
+	return h
+}
+
+// forget deletes downstream name's histogram.
+func (w *waitHistograms) forget(name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.by, name)
+}
