@@ -34,18 +34,18 @@ func newCapSink(rate float64, burst int) *capSink {
 	return &capSink{inc: inc, burst: time.Duration(burst) * inc}
 }
 
-func (s *capSink) Deliver(_ context.Context, _ *queue.Job) error {
+func (s *capSink) Deliver(_ context.Context, _ *queue.Job) (Feedback, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
 	s.tat = later(s.tat, now)
 	if s.tat.Sub(now) > s.burst {
 		s.log = append(s.log, capAnswer{now, false})
-		return &OverloadError{Err: errors.New("429 Too Many Requests")}
+		return Feedback{}, &OverloadError{Err: errors.New("429 Too Many Requests")}
 	}
 	s.tat = s.tat.Add(s.inc)
 	s.log = append(s.log, capAnswer{now, true})
-	return nil
+	return Feedback{}, nil
 }
 
 // since counts successes and 429s answered at or after t.

@@ -11,7 +11,7 @@ import (
 
 // deliver runs one try of job in its own goroutine and books the outcome.
 func (l *lane) deliver(sink Sink, policy RetryPolicy, job *queue.Job, started time.Time) {
-	err := sink.Deliver(l.s.dctx, job)
+	_, err := sink.Deliver(l.s.dctx, job) // the lane reads no feedback yet
 	done := time.Now()
 	l.m.duration.Observe(done.Sub(started).Seconds())
 	if l.finish(job, err, policy, done) {
