@@ -76,7 +76,7 @@ func (l *lane) adapt(job *queue.Job, err error, now time.Time) {
 	switch {
 	case err == nil:
 		c.run++
-		if c.run < max(aimdRunMin, int(math.Ceil(l.rate*aimdRunTime.Seconds()))) || l.rate >= l.cfg.Rate {
+		if c.run < max(aimdRunMin, int(math.Ceil(l.rate*aimdRunTime.Seconds()))) || l.rate >= l.ceiling() {
 			return
 		}
 		step := aimdSlowStep * l.cfg.Rate
@@ -84,7 +84,7 @@ func (l *lane) adapt(job *queue.Job, err error, now time.Time) {
 			step = max(step, aimdFastStep*l.rate)
 		}
 		c.run = 0
-		l.setRate(min(l.rate+step, l.cfg.Rate))
+		l.setRate(min(l.rate+step, l.ceiling()))
 	case errors.As(err, &pb) || errors.As(err, &ov):
 		if job.Slot.Before(c.cut) {
 			return // sent at the old rate

@@ -26,6 +26,7 @@ type lane struct {
 	interval time.Duration // 1/rate
 	rate     float64       // effective drain rate: cfg.Rate, or lower under Adaptive
 	ctl      aimd          // adaptive rate control (LaneSettings.Adaptive)
+	qs       quotaState    // the downstream's advertised quota (quota.go)
 	q        queue.Queue
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
@@ -133,6 +134,10 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		l.updatePaused()
 	}
 	for l.canStart() {
+		l.qs.refresh(now, l.inflight)
+		if held, _ := l.qs.hold(l.inflight); held {
+			break
+		}
 		readyAt, ok := l.q.NextReady()
 		if !ok {
 			break
@@ -167,6 +172,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.lastCost = queue.JobCost(job)
 	l.last, l.next = slot, slot.Add(l.drainOf(l.lastCost))
 	l.inflight++
+	l.qs.left--
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
 	l.c.started++
@@ -203,12 +209,13 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 // all. Requires l.mu.
 func (l *lane) reschedule() {
 	l.m.fairKeys.Set(float64(l.q.Keys()))
-	if !l.canStart() {
-		l.s.sched.wantAt(l, time.Time{}, false)
+	held, until := l.qs.hold(l.inflight)
+	if !l.canStart() || held && until.IsZero() {
+		l.s.sched.wantAt(l, time.Time{}, false) // an answer or a change reschedules
 		return
 	}
 	readyAt, ok := l.q.NextReady()
-	l.s.sched.wantAt(l, later(l.next, readyAt), ok)
+	l.s.sched.wantAt(l, later(later(l.next, readyAt), until), ok)
 }
 
 // unblock restarts the schedule no earlier than now after the lane could not

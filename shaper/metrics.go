@@ -203,4 +203,5 @@ func (m *Metrics) forget(name string) {
 		m.rateCuts.MetricVec, m.fairKeys.MetricVec, m.refunds.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
+	m.badHeaders.DeletePartialMatch(match)
 }
