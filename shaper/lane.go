@@ -25,7 +25,7 @@ type lane struct {
 	cfg      LaneSettings  // normalized
 	interval time.Duration // 1/rate
 	rate     float64       // effective drain rate: cfg.Rate, or lower under Adaptive
-	ctl      aimd          // adaptive rate control (LaneSettings.Adaptive)
+	ctl      adaptive      // adaptive rate control (LaneSettings.Adaptive)
 	qs       quotaState    // the downstream's advertised quota (quota.go)
 	q        queue.Queue
 	adm      admission.Admitter // nil = no admission control
@@ -163,7 +163,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 // canStart reports whether the lane may start a job (ignoring time: a
 // pushback pause is folded into l.next). Requires l.mu.
 func (l *lane) canStart() bool {
-	return !l.paused && l.inflight < l.cfg.Concurrency && !l.s.closing.Load()
+	return !l.paused && l.inflight < l.maxInflight() && !l.s.closing.Load()
 }
 
 // start launches one delivery in its own goroutine; slot is the schedule

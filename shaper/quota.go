@@ -158,7 +158,7 @@ func (l *lane) ceiling() float64 {
 	if l.qs.cap <= 0 {
 		return l.cfg.Rate
 	}
-	return min(l.cfg.Rate, max(l.qs.cap, aimdFloor*l.cfg.Rate))
+	return min(l.cfg.Rate, max(l.qs.cap, adaptFloor*l.cfg.Rate))
 }
 
 func minTime(a, b time.Time) time.Time {
