@@ -44,8 +44,8 @@ import (
 //     and doubles per round: it probes gently first, and finds capacity
 //     that grew within seconds.
 //   - In flight: a cut also notes how many tries were still in flight
-//     when the refusal came back; that many (at least one) become the
-//     lane's limit in flight, below its concurrency, so a downstream that
+//     when the refusal came back; that many (if any) become the lane's
+//     limit in flight, below its concurrency, so a downstream that
 //     refuses beyond N at once (a concurrency limit) is not sent N+1
 //     however its answers jitter. Every adaptLimitRounds rounds of
 //     successes raise it by one, until it reaches the concurrency and is
@@ -207,25 +207,15 @@ func (c *adaptive) tooHigh() bool {
 }
 
 // cutRate opens a refusal episode at now: the rate drops to adaptCut of
-// what the downstream delivered over span (0 = its memory, or the window
-// a Retry-After shows). Requires l.mu.
+// what the downstream delivered over span (0 = c.window), and the tries
+// still in flight become the limit in flight. Requires l.mu.
 func (l *lane) cutRate(wait, span time.Duration, now time.Time) {
 	c := &l.ctl
 	if c.echo.Sub(c.cut) < c.mem()/2 {
 		c.memory = max(adaptMemory, c.mem()/2) // the last episode's run was short
 	}
 	if span == 0 {
-		span = c.mem()
-	}
-	if wait > 0 && span == c.mem() {
-		// The downstream's window: the wait plus how long its quota lasted
-		// since the last pause ended.
-		since := c.mem()
-		if !c.resumed.IsZero() && now.Sub(c.resumed) < adaptMemoryMax {
-			since = now.Sub(c.resumed)
-		}
-		span = min(max(wait+since, adaptMemory), adaptMemoryMax)
-		c.memory = span
+		span = c.window(wait, now)
 	}
 	r := l.rate
 	delivered := c.answers().delivered(now, span)
@@ -242,12 +232,28 @@ func (l *lane) cutRate(wait, span time.Duration, now time.Time) {
 	c.cut, c.quiet, c.echo = now, now.Add(max(c.mem(), wait)), now
 	c.judge = now.Add(max(c.mem()/2, wait))
 	c.stretch, c.broke, c.okAfter, c.noAfter, c.run, c.probe = false, false, 0, 0, 0, adaptProbe
-	c.limit, c.rounds = max(l.inflight, 1), 0
+	c.limit, c.rounds = l.inflight, 0 // none if nothing else was in flight
 	if c.limit >= l.cfg.Concurrency {
 		c.limit = 0
 	}
 	l.m.rateCuts.Inc()
 	l.setRate(next)
+}
+
+// window is the span a cut measures the delivered rate over: the
+// downstream's memory; with a Retry-After (wait), its window — the wait
+// plus how long its quota lasted since the last pause ended — which is
+// learned as the memory.
+func (c *adaptive) window(wait time.Duration, now time.Time) time.Duration {
+	if wait <= 0 {
+		return c.mem()
+	}
+	since := c.mem()
+	if !c.resumed.IsZero() && now.Sub(c.resumed) < adaptMemoryMax {
+		since = now.Sub(c.resumed)
+	}
+	c.memory = min(max(wait+since, adaptMemory), adaptMemoryMax)
+	return c.memory
 }
 
 // raiseLimit raises the learned limit in flight after a round of

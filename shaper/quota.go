@@ -76,7 +76,12 @@ func (l *lane) noteFeedback(job *queue.Job, fb Feedback, err error, now time.Tim
 		}
 	}
 	if !newer {
-		return // says nothing of what is left, or older news than we hold
+		// Says nothing of what is left, or older news than we hold; its
+		// reset still bounds the window's.
+		if s.known && !at.IsZero() && at.Before(s.resetAt) {
+			s.resetAt = at
+		}
+		return
 	}
 	s.newest, s.lastRem = job.Slot, q.Remaining
 	s.known, s.left, s.resetAt = true, q.Remaining-l.inflight, at
