@@ -30,14 +30,14 @@ type stampSink struct {
 	lag  []time.Duration
 }
 
-func (s *stampSink) Deliver(_ context.Context, job *queue.Job) error {
+func (s *stampSink) Deliver(_ context.Context, job *queue.Job) (Feedback, error) {
 	now := time.Now()
 	s.mu.Lock()
 	s.at = append(s.at, now)
 	s.disp = append(s.disp, job.Dispatched)
 	s.lag = append(s.lag, now.Sub(job.Slot))
 	s.mu.Unlock()
-	return nil
+	return Feedback{}, nil
 }
 
 // runBench runs lanes for span, submitting jobs to each; lane i's jobs are

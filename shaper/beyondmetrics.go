@@ -14,6 +14,7 @@ type beyondMetrics struct {
 	rateCuts       *prometheus.CounterVec
 	fairKeys       *prometheus.GaugeVec
 	refunds        *prometheus.CounterVec
+	badHeaders     *prometheus.CounterVec
 }
 
 func newBeyondMetrics(f promauto.Factory) beyondMetrics {
@@ -39,6 +40,10 @@ func newBeyondMetrics(f promauto.Factory) beyondMetrics {
 			Name: "shaper_admission_refunds_total",
 			Help: "Charges given back to one limit of a several-limit admission rule because another limit rejected the job.",
 		}, ds),
+		badHeaders: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaper_downstream_bad_ratelimit_headers_total",
+			Help: "Rate-limit header fields of a downstream's answers that could not be read (ignored).",
+		}, ds),
 	}
 }
 
@@ -49,6 +54,7 @@ type beyondLane struct {
 	rateCuts       prometheus.Counter
 	fairKeys       prometheus.Gauge
 	refunds        prometheus.Counter
+	badHeaders     prometheus.Counter
 }
 
 func (m beyondMetrics) forLane(name string) beyondLane {
@@ -58,6 +64,7 @@ func (m beyondMetrics) forLane(name string) beyondLane {
 		rateCuts:       m.rateCuts.WithLabelValues(name),
 		fairKeys:       m.fairKeys.WithLabelValues(name),
 		refunds:        m.refunds.WithLabelValues(name),
+		badHeaders:     m.badHeaders.WithLabelValues(name),
 	}
 	for _, r := range shadowReasons {
 		bl.shadow[r] = m.shadow.WithLabelValues(name, string(r))

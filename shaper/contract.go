@@ -55,8 +55,22 @@ type Receipt struct {
 // the lane's concurrency. A nil error means done. Errors are classified:
 // *PushbackError (downstream asked to wait; does not burn an attempt),
 // *PermanentError (no retry); anything else is retried with backoff.
+// The Feedback is what the answer said about the downstream's limit,
+// whatever the error (a success can say the quota is used up); a sink
+// that learns nothing returns the zero Feedback.
 type Sink interface {
-	Deliver(ctx context.Context, job *queue.Job) error
+	Deliver(ctx context.Context, job *queue.Job) (Feedback, error)
+}
+
+// Feedback is what one answer told besides its outcome. The zero value
+// tells nothing.
+type Feedback struct {
+	// Quota is the downstream's advertised rate limit; nil = none.
+	Quota *Quota
+	// Malformed counts rate-limit header fields that were present but
+	// could not be read; they were ignored. Counted in
+	// shaper_downstream_bad_ratelimit_headers_total.
+	Malformed int
 }
 
 // PushbackError reports that the downstream asked us to slow down (HTTP 429

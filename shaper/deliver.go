@@ -11,24 +11,26 @@ import (
 
 // deliver runs one try of job in its own goroutine and books the outcome.
 func (l *lane) deliver(sink Sink, policy RetryPolicy, job *queue.Job, started time.Time) {
-	err := sink.Deliver(l.s.dctx, job)
+	fb, err := sink.Deliver(l.s.dctx, job)
 	done := time.Now()
 	l.m.duration.Observe(done.Sub(started).Seconds())
-	if l.finish(job, err, policy, done) {
+	if l.finish(job, fb, err, policy, done) {
 		l.s.forget(l)
 	}
 }
 
 // finish classifies a try's error and acts on it (SPEC "Delivery to a
-// downstream"). It reports whether a removed lane is now finished.
-func (l *lane) finish(job *queue.Job, err error, policy RetryPolicy, now time.Time) (gone bool) {
+// downstream"), after booking what the answer said of the downstream's
+// limit (fb). It reports whether a removed lane is now finished.
+func (l *lane) finish(job *queue.Job, fb Feedback, err error, policy RetryPolicy, now time.Time) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.inflight >= l.cfg.Concurrency {
+	if l.inflight >= l.maxInflight() {
 		l.unblock(now) // was at its cap: no catch-up for the time blocked
 	}
 	l.inflight--
 	l.m.inflight.Set(float64(l.inflight))
+	l.noteFeedback(job, fb, err, now)
 	l.adapt(job, err, now)
 	l.breakerDone(job, err, now)
 	var pb *PushbackError

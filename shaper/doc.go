@@ -39,7 +39,11 @@
 //
 // # Outcomes
 //
-// A nil Sink error is success. *PushbackError pauses that lane until
+// Each answer's Feedback is booked first (quota.go): "remaining 0"
+// pauses the lane until the downstream's reset, starts are held while the
+// tries in flight would use more than the remaining quota, and an adaptive
+// lane's rate is capped at quota ÷ window (adaptive.go). A nil Sink error
+// is success. *PushbackError pauses that lane until
 // now+RetryAfter and puts the job back first; it counts as a try
 // (Job.Attempt increases) but not against RetryPolicy.MaxAttempts.
 // *PermanentError fails the job at once. Other errors retry with

@@ -36,7 +36,7 @@ func newRecSink(fn func(context.Context, *queue.Job) error) *recSink {
 	return &recSink{t0: time.Now(), fn: fn}
 }
 
-func (s *recSink) Deliver(ctx context.Context, job *queue.Job) error {
+func (s *recSink) Deliver(ctx context.Context, job *queue.Job) (Feedback, error) {
 	s.mu.Lock()
 	s.tries = append(s.tries, try{time.Since(s.t0), job.ID, job.Attempt})
 	s.inflight++
@@ -48,9 +48,9 @@ func (s *recSink) Deliver(ctx context.Context, job *queue.Job) error {
 		s.mu.Unlock()
 	}()
 	if s.fn != nil {
-		return s.fn(ctx, job)
+		return Feedback{}, s.fn(ctx, job)
 	}
-	return nil
+	return Feedback{}, nil
 }
 
 func (s *recSink) starts() []time.Duration {

@@ -25,7 +25,8 @@ type lane struct {
 	cfg      LaneSettings  // normalized
 	interval time.Duration // 1/rate
 	rate     float64       // effective drain rate: cfg.Rate, or lower under Adaptive
-	ctl      aimd          // adaptive rate control (LaneSettings.Adaptive)
+	ctl      adaptive      // adaptive rate control (LaneSettings.Adaptive)
+	qs       quotaState    // the downstream's advertised quota (quota.go)
 	q        queue.Queue
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
@@ -141,6 +142,10 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 	}
 	l.breakerRelease(now)
 	for l.canStart() {
+		l.qs.refresh(now, l.inflight)
+		if held, _ := l.qs.hold(l.inflight); held {
+			break
+		}
 		readyAt, ok := l.q.NextReady()
 		if !ok {
 			break
@@ -168,7 +173,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 // Not while the breaker's probe is in flight, nor while a kept rate is
 // being read (learned.go). Requires l.mu.
 func (l *lane) canStart() bool {
-	return !l.paused && l.inflight < l.cfg.Concurrency && !l.s.closing.Load() &&
+	return !l.paused && l.inflight < l.maxInflight() && !l.s.closing.Load() &&
 		!l.brk.blocks() && !l.kept.restoring
 }
 
@@ -179,6 +184,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.last, l.next = slot, slot.Add(l.drainOf(l.lastCost))
 	l.inflight++
 	l.breakerStarted(job)
+	l.qs.left--
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
 	l.c.started++
@@ -218,12 +224,13 @@ func (l *lane) reschedule() {
 		l.keys = k
 		l.m.fairKeys.Set(float64(k))
 	}
-	if !l.canStart() {
-		l.s.sched.wantAt(l, time.Time{}, false)
+	held, until := l.qs.hold(l.inflight)
+	if !l.canStart() || held && until.IsZero() {
+		l.s.sched.wantAt(l, time.Time{}, false) // an answer or a change reschedules
 		return
 	}
 	readyAt, ok := l.q.NextReady()
-	l.s.sched.wantAt(l, l.brk.gate(later(l.next, readyAt)), ok)
+	l.s.sched.wantAt(l, later(l.brk.gate(later(l.next, readyAt)), until), ok)
 }
 
 // unblock restarts the schedule no earlier than now after the lane could not

@@ -57,15 +57,15 @@ type Rates interface {
 // learner is what the adaptive controller (lane.ctl) offers so that what
 // it learned can be kept; the effective rate itself is lane.rate.
 type learner interface {
-	// window is what the controller learned of the downstream's memory; 0
-	// = nothing.
-	window() time.Duration
+	// learnedMemory is what the controller learned of the downstream's
+	// memory (its window); 0 = nothing.
+	learnedMemory() time.Duration
 	// restore primes the controller with a kept value at now; the lane
 	// runs at v.Rate (already capped) from now on.
 	restore(v Learned, now time.Time)
 }
 
-var _ learner = (*aimd)(nil)
+var _ learner = (*adaptive)(nil)
 
 // keptRate is a lane's side of its kept value. Guarded by lane.mu.
 type keptRate struct {
@@ -78,7 +78,7 @@ type keptRate struct {
 // toSave returns the value to keep at now, the lane's start count, and
 // whether it is due to be saved. Requires l.mu.
 func (l *lane) toSave(now time.Time) (Learned, uint64, bool) {
-	v, k := Learned{Rate: l.rate, Window: l.ctl.window(), At: now}, l.kept
+	v, k := Learned{Rate: l.rate, Window: l.ctl.learnedMemory(), At: now}, l.kept
 	switch {
 	case !l.cfg.Adaptive:
 		return v, 0, false

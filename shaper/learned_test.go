@@ -184,8 +184,8 @@ func TestKeptRateReloadCaps(t *testing.T) {
 			t.Errorf("after the reload: %v, want the new ceiling 30", got)
 		}
 		time.Sleep(2 * time.Second)
-		if saves, loads := r.calls(); len(saves) != 1 || saves[0] != (Learned{Rate: 30, At: t0.Add(2 * time.Second)}) || loads != 1 {
-			t.Errorf("saves %v loads %d, want the capped 30 saved at 2s, and no read on reload", saves, loads)
+		if saves, loads := r.calls(); len(saves) != 1 || saves[0] != (Learned{Rate: 30, Window: time.Second, At: t0.Add(2 * time.Second)}) || loads != 1 {
+			t.Errorf("saves %v loads %d, want the capped 30 saved at 2s with the window it learned, and no read on reload", saves, loads)
 		}
 	})
 }

@@ -238,4 +238,5 @@ func (m *Metrics) forget(name string) {
 	for _, v := range m.breakerVecs() {
 		v.DeletePartialMatch(match)
 	}
+	m.badHeaders.DeletePartialMatch(match)
 }

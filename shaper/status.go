@@ -30,6 +30,9 @@ type LaneStatus struct {
 	// BreakerUntil is when an open breaker's probe is due, nil otherwise.
 	Breaker      BreakerState `json:"breaker"`
 	BreakerUntil *time.Time   `json:"breaker_until,omitempty"`
+	// AdvertisedQuota is the quota the downstream's rate-limit headers
+	// advertised last (RateLimit-Policy / X-RateLimit-*); nil until one did.
+	AdvertisedQuota *AdvertisedQuota `json:"advertised_quota,omitempty"`
 
 	Received  uint64             `json:"received"`
 	Accepted  uint64             `json:"accepted"`
@@ -82,6 +85,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 			st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
 		}
 	}
+	st.AdvertisedQuota = l.qs.advertised()
 	st.Breaker = l.brk.state(now)
 	if st.Breaker == BreakerOpen {
 		t := l.brk.until

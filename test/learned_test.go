@@ -37,13 +37,6 @@ func gcraDownstream(t *testing.T, rate float64) *downstream {
 	return ds
 }
 
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // keptRate reads downstream's kept value from the rates bucket.
 func keptRate(t *testing.T, in *instance, downstream string) (rate float64, at time.Time) {
 	t.Helper()

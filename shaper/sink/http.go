@@ -35,9 +35,12 @@ const (
 // leak to the downstream.
 //
 // Responses: 2xx = done; 429 or 503 with a valid Retry-After (seconds or an
-// HTTP-date) = *shaper.PushbackError; 429/503 without one = *shaper.OverloadError
-// (retryable); other 5xx, timeouts and connection errors = retryable errors; 3xx (redirects are not followed) and
-// other 4xx = *shaper.PermanentError.
+// HTTP-date), or without one but with rate-limit headers saying nothing is
+// left until a reset = *shaper.PushbackError; other 429/503 =
+// *shaper.OverloadError (retryable); other 5xx, timeouts and connection
+// errors = retryable errors; 3xx (redirects are not followed) and other
+// 4xx = *shaper.PermanentError. Every answer's rate-limit headers (see
+// readQuota) come back as the Feedback, whatever the status.
 //
 // An HTTPSink is safe for concurrent use. Deliver blocks until the response
 // (or the timeout or ctx); the zero value is not usable, use NewHTTPSink.
@@ -79,13 +82,14 @@ func (s *HTTPSink) Close() error {
 	return nil
 }
 
-// Deliver sends one try of job; see HTTPSink for how responses map to errors.
-func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) error {
+// Deliver sends one try of job; see HTTPSink for how responses map to
+// errors and what the Feedback holds.
+func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, s.spec.Method, s.spec.URL, bytes.NewReader(job.Payload))
 	if err != nil {
-		return &shaper.PermanentError{Err: fmt.Errorf("build request: %w", err)}
+		return shaper.Feedback{}, &shaper.PermanentError{Err: fmt.Errorf("build request: %w", err)}
 	}
 	for k, vs := range s.spec.Headers {
 		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
@@ -99,18 +103,30 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) error {
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%s %s: timeout after %s: %w", s.spec.Method, s.spec.URL, s.spec.Timeout, err)
+			err = fmt.Errorf("%s %s: timeout after %s: %w", s.spec.Method, s.spec.URL, s.spec.Timeout, err)
+			return shaper.Feedback{}, err
 		}
-		return fmt.Errorf("%s %s: %w", s.spec.Method, s.spec.URL, err)
+		return shaper.Feedback{}, fmt.Errorf("%s %s: %w", s.spec.Method, s.spec.URL, err)
 	}
 	defer resp.Body.Close()
 	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
-	return s.classify(resp, head)
+	now := s.now()
+	var fb shaper.Feedback
+	fb.Quota, fb.Malformed = readQuota(resp.Header, now)
+	wait, ok, present := retryAfter(resp.Header.Values("Retry-After"), now)
+	if present && !ok {
+		fb.Malformed++
+	}
+	if !ok && fb.Quota != nil && fb.Quota.Remaining == 0 && fb.Quota.Reset >= 0 {
+		wait, ok = fb.Quota.Reset, true // nothing left until the reset
+	}
+	return fb, s.classify(resp, head, wait, ok)
 }
 
-// classify maps a response to Deliver's result.
-func (s *HTTPSink) classify(resp *http.Response, head []byte) error {
+// classify maps a response to Deliver's error; wait is how long the
+// downstream asked to wait (ok = it did).
+func (s *HTTPSink) classify(resp *http.Response, head []byte, wait time.Duration, ok bool) error {
 	code := resp.StatusCode
 	if code >= 200 && code < 300 {
 		return nil
@@ -121,8 +137,8 @@ func (s *HTTPSink) classify(resp *http.Response, head []byte) error {
 	}
 	switch {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
-		if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), s.now()); ok {
-			return &shaper.PushbackError{RetryAfter: d, Err: err}
+		if ok {
+			return &shaper.PushbackError{RetryAfter: wait, Err: err}
 		}
 		return &shaper.OverloadError{Err: err}
 	case code >= 300 && code < 400:
@@ -134,8 +150,19 @@ func (s *HTTPSink) classify(resp *http.Response, head []byte) error {
 	return err // 5xx and anything unexpected: retry
 }
 
-// parseRetryAfter reads a Retry-After value: delta-seconds or an HTTP-date
-// (a date in the past means 0). ok is false when absent or invalid.
+// retryAfter reads a Retry-After field: delta-seconds or an HTTP-date (a
+// date in the past means 0), believed up to shaper.MaxQuotaPause. present is whether it was
+// sent; ok whether it could be read.
+func retryAfter(vs []string, now time.Time) (d time.Duration, ok, present bool) {
+	if len(vs) == 0 {
+		return 0, false, false
+	}
+	d, ok = parseRetryAfter(vs[0], now)
+	return d, ok && len(vs) == 1, true
+}
+
+// parseRetryAfter reads one Retry-After value. ok is false when it is
+// empty or invalid.
 func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -145,11 +172,11 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		if n < 0 {
 			return 0, false
 		}
-		return time.Duration(min(n, int64(365*24*3600))) * time.Second, true
+		return time.Duration(min(n, int64(shaper.MaxQuotaPause/time.Second))) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
-	return max(t.Sub(now), 0), true
+	return min(max(t.Sub(now), 0), shaper.MaxQuotaPause), true
 }

@@ -42,7 +42,7 @@ func TestHTTPSinkRequest(t *testing.T) {
 		got, body = r, must(io.ReadAll(r.Body))
 		w.WriteHeader(http.StatusNoContent)
 	}, shaper.HTTPSinkSpec{Method: "put", Headers: http.Header{"Authorization": {"Bearer x"}}})
-	if err := s.Deliver(context.Background(), testJob()); err != nil {
+	if _, err := s.Deliver(context.Background(), testJob()); err != nil {
 		t.Fatalf("Deliver: %v", err)
 	}
 	want := map[string]string{"Shaper-Job-Id": "job-1", "Shaper-Attempt": "3", "Idempotency-Key": "job-1",
@@ -93,7 +93,7 @@ func TestHTTPSinkStatuses(t *testing.T) {
 				w.WriteHeader(tc.code)
 				_, _ = io.WriteString(w, strings.Repeat("b", 100<<10)) // larger than the drain limit
 			}, shaper.HTTPSinkSpec{})
-			err := s.Deliver(context.Background(), testJob())
+			_, err := s.Deliver(context.Background(), testJob())
 			var pb *shaper.PushbackError
 			var perm *shaper.PermanentError
 			switch {
@@ -128,7 +128,7 @@ func TestHTTPSinkTimeout(t *testing.T) {
 	}, shaper.HTTPSinkSpec{Timeout: 50 * time.Millisecond})
 	defer close(release)
 	begin := time.Now()
-	err := s.Deliver(context.Background(), testJob())
+	_, err := s.Deliver(context.Background(), testJob())
 	var pb *shaper.PushbackError
 	var perm *shaper.PermanentError
 	if err == nil || errors.As(err, &pb) || errors.As(err, &perm) || !strings.Contains(err.Error(), "timeout") {
@@ -148,7 +148,7 @@ func TestHTTPSinkConnectionError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.Deliver(context.Background(), testJob())
+	_, err = s.Deliver(context.Background(), testJob())
 	var perm *shaper.PermanentError
 	if err == nil || errors.As(err, &perm) {
 		t.Fatalf("err = %v, want retryable", err)

@@ -19,8 +19,13 @@ type NATSSink struct {
 }
 
 // Deliver publishes the job. With Request set, any reply within the timeout
-// is success; a timeout or no responders is a retryable error.
-func (s *NATSSink) Deliver(ctx context.Context, job *queue.Job) error {
+// is success; a timeout or no responders is a retryable error. NATS
+// answers carry no rate-limit headers: the Feedback is always zero.
+func (s *NATSSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback, error) {
+	return shaper.Feedback{}, s.deliver(ctx, job)
+}
+
+func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) error {
 	m := Message(s.spec.Subject, job)
 	m.Header.Set(hdrJobID, job.ID)
 	m.Header.Set(hdrIdemKey, job.ID)

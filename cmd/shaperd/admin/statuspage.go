@@ -80,6 +80,7 @@ type statusRow struct {
 	FillPct            int
 	RateText           string
 	EffectiveText      string // the effective rate, in the unit of RateText
+	QuotaText          string // the advertised quota, as the script's fmtQuota; "–" if none
 	BreakerClass       string // chip class: ok, half (probing), open (red)
 	BreakerText        string
 	BreakerNote        string
@@ -110,6 +111,7 @@ func statusRows(lanes []downstreamRow) []statusRow {
 		}
 		r.Class, r.State, r.Note = classify(st, fill)
 		r.EffectiveText = sameUnit(st.EffectiveRate, st.Rate)
+		r.QuotaText = quotaText(st.AdvertisedQuota)
 		r.BreakerClass, r.BreakerText, r.BreakerNote = breakerChip(st)
 		for _, m := range []struct {
 			counts map[shaper.Reason]uint64
@@ -203,4 +205,17 @@ func inlineHashes(page, tag string) string {
 		return "'none'"
 	}
 	return strings.Join(srcs, " ")
+}
+
+// quotaText is an advertised quota as the page shows it: "20 per 1s (3
+// left)", or "–" when none was advertised.
+func quotaText(q *shaper.AdvertisedQuota) string {
+	if q == nil {
+		return "–"
+	}
+	s := fmt.Sprintf("%d per %s", q.Limit, time.Duration(q.WindowSeconds*float64(time.Second)))
+	if q.Remaining != nil {
+		s += fmt.Sprintf(" (%d left)", *q.Remaining)
+	}
+	return s
 }

@@ -151,3 +151,19 @@ func TestStatusPageLimitAndBreaker(t *testing.T) {
 		}
 	}
 }
+
+func TestQuotaText(t *testing.T) {
+	three := 3
+	for _, tc := range []struct {
+		q    *shaper.AdvertisedQuota
+		want string
+	}{
+		{nil, "–"},
+		{&shaper.AdvertisedQuota{Limit: 20, WindowSeconds: 1}, "20 per 1s"},
+		{&shaper.AdvertisedQuota{Limit: 100, WindowSeconds: 60, Remaining: &three}, "100 per 1m0s (3 left)"},
+	} {
+		if got := quotaText(tc.q); got != tc.want {
+			t.Errorf("quotaText(%+v) = %q, want %q", tc.q, got, tc.want)
+		}
+	}
+}

@@ -164,11 +164,11 @@ type recorder struct {
 	d  []delivery
 }
 
-func (r *recorder) Deliver(_ context.Context, job *queue.Job) error {
+func (r *recorder) Deliver(_ context.Context, job *queue.Job) (shaper.Feedback, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.d = append(r.d, delivery{time.Since(r.t0), job.ID, job.Key, job.Header.Get("Content-Type")})
-	return nil
+	return shaper.Feedback{}, nil
 }
 
 func (r *recorder) all() []delivery {
