@@ -161,13 +161,10 @@ func isToken(s string) bool {
 	return true
 }
 
-// defaultClient is a Client with every default, for the package functions.
-func defaultClient(nc *nats.Conn) (*Client, error) { return New(nc) }
-
 // Submit is Client.Submit on a Client with the defaults (subject prefix
 // shaper.jobs, key header Shaper-Key, timeout 5s).
 func Submit(ctx context.Context, nc *nats.Conn, downstream string, payload []byte, opts ...Option) (Result, error) {
-	c, err := defaultClient(nc)
+	c, err := New(nc)
 	if err != nil {
 		return Result{}, err
 	}
@@ -176,7 +173,7 @@ func Submit(ctx context.Context, nc *nats.Conn, downstream string, payload []byt
 
 // SubmitRetry is Client.SubmitRetry on a Client with the defaults.
 func SubmitRetry(ctx context.Context, nc *nats.Conn, downstream string, payload []byte, opts ...Option) (Result, error) {
-	c, err := defaultClient(nc)
+	c, err := New(nc)
 	if err != nil {
 		return Result{}, err
 	}
