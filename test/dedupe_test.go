@@ -75,3 +75,33 @@ func TestDedupeConcurrentCopies(t *testing.T) {
 		})
 	}
 }
+
+// An id whose first job was rejected is not remembered, and not left
+// claimed either: the same Nats-Msg-Id sent again after a rate_limited
+// rejection (what a retrying producer does) gets an answer of its own, and
+// is accepted once the key's token has refilled.
+func TestDedupeRetryAfterRejection(t *testing.T) {
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(lane("erp", "100/s", 100, `    admission: { mode: token_bucket, rate: 2/s, burst: 1 }
+`, ds.URL)))
+	h := map[string]string{"Shaper-Key": "acme"}
+	if r := in.request(t, "shaper.jobs.erp", nil, h); r.Status != "accepted" {
+		t.Fatalf("first job: %+v", r)
+	}
+	h["Nats-Msg-Id"] = "order-7"
+	r := in.request(t, "shaper.jobs.erp", nil, h)
+	if r.Status != "rejected" || r.Reason != "rate_limited" {
+		t.Fatalf("second job: %+v, want rate_limited", r)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for r = in.request(t, "shaper.jobs.erp", nil, h); r.Status != "accepted"; r = in.request(t, "shaper.jobs.erp", nil, h) {
+		if r.Reason != "rate_limited" || time.Now().After(deadline) {
+			t.Fatalf("retry of order-7: %+v, want accepted within 10s", r)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if r.Duplicate {
+		t.Errorf("retry of order-7 accepted as a duplicate: %+v; the rejected first copy must not be remembered", r)
+	}
+}

@@ -45,6 +45,7 @@ func TestRunUsage(t *testing.T) {
 		{"publish rate unit", []string{"publish", "-downstream", "p", "-rate", "5"}, exitUsage, "it needs a unit; write e.g. 5/s"},
 		{"publish key and keys", []string{"publish", "-downstream", "p", "-key", "a", "-keys", "2"}, exitUsage, "exclude each other"},
 		{"publish n", []string{"publish", "-downstream", "p", "-n", "0"}, exitUsage, "-n must be at least 1"},
+		{"publish key header", []string{"publish", "-downstream", "p", "-key-header", ""}, exitUsage, `-key-header "" is not a header name`},
 		{"publish payload both", []string{"publish", "-downstream", "p", "-payload", "x", "-payload-file", "main.go"}, exitUsage, "exclude each other"},
 		{"publish payload missing", []string{"publish", "-downstream", "p", "-payload-file", "/nonexistent"}, exitUsage, "-payload-file"},
 		{"simulate pattern", []string{"simulate", "-pattern", "spiky"}, exitUsage, `unknown -pattern "spiky"`},

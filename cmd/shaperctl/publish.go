@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -18,15 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/shaperd/shaper/config"
-)
-
-// Header names of the job protocol (SPEC.md, "Subjects and the job protocol").
-const (
-	hdrMaxWait = "Shaper-Max-Wait"
-	hdrMsgID   = "Nats-Msg-Id"
-	hdrStatus  = "Shaper-Status"
-	hdrReason  = "Shaper-Reason"
-	hdrRetry   = "Retry-After"
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
 const defaultPayload = `{"job":{i},"from":"shaperctl"}`
@@ -63,20 +55,17 @@ func (o publishOptions) keyFor(i int) string {
 	return o.Key
 }
 
-// message builds job i.
-func (o publishOptions) message(i int) *nats.Msg {
-	m := nats.NewMsg(o.subject())
-	m.Data = []byte(strings.ReplaceAll(o.Payload, "{i}", strconv.Itoa(i)))
-	if k := o.keyFor(i); k != "" {
-		m.Header.Set(o.KeyHeader, k)
-	}
+// job builds job i: its payload and the options for its headers.
+func (o publishOptions) job(i int) ([]byte, []producer.Option) {
+	payload := []byte(strings.ReplaceAll(o.Payload, "{i}", strconv.Itoa(i)))
+	opts := []producer.Option{producer.Key(o.keyFor(i))}
 	if o.MsgIDPrefix != "" {
-		m.Header.Set(hdrMsgID, o.MsgIDPrefix+strconv.Itoa(i))
+		opts = append(opts, producer.MsgID(o.MsgIDPrefix+strconv.Itoa(i)))
 	}
 	if o.MaxWait > 0 {
-		m.Header.Set(hdrMaxWait, o.MaxWait.String())
+		opts = append(opts, producer.MaxWait(o.MaxWait))
 	}
-	return m
+	return payload, opts
 }
 
 func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -90,7 +79,11 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitFailed
 	}
 	defer nc.Close()
-	results, wall := publishJobs(ctx, nc, o)
+	client, err := producer.New(nc, producer.SubjectPrefix(o.SubjectPrefix), producer.KeyHeader(o.KeyHeader), producer.Timeout(o.Timeout))
+	if err != nil {
+		return usageErr(stderr, "publish", "%v", err)
+	}
+	results, wall := publishJobs(ctx, client, o)
 	if o.NoReply {
 		if err := nc.FlushTimeout(o.Timeout); err != nil {
 			fmt.Fprintf(stderr, "shaperctl publish: flush to %s: %v; is -nats right?\n", o.NATSURL, err)
@@ -197,6 +190,8 @@ func checkPublish(o publishOptions) string {
 		return fmt.Sprintf("-keys must be 0 or more, got %d", o.Keys)
 	case o.MaxWait < 0:
 		return fmt.Sprintf("-max-wait must be positive (or 0 for not set), got %s", o.MaxWait)
+	case o.KeyHeader == "" || strings.ContainsAny(o.KeyHeader, " \t:"):
+		return fmt.Sprintf("-key-header %q is not a header name; e.g. Shaper-Key", o.KeyHeader)
 	case o.Timeout <= 0:
 		return fmt.Sprintf("-timeout must be positive, got %s", o.Timeout)
 	case o.SubjectPrefix == "" || strings.ContainsAny(o.SubjectPrefix, " *>"):
@@ -230,7 +225,7 @@ type jobResult struct {
 
 // publishJobs sends o.N jobs from o.Concurrency workers, paced by pace, and
 // returns one result per job (in index order) and the wall time.
-func publishJobs(ctx context.Context, nc *nats.Conn, o publishOptions) ([]jobResult, time.Duration) {
+func publishJobs(ctx context.Context, c *producer.Client, o publishOptions) ([]jobResult, time.Duration) {
 	results := make([]jobResult, o.N)
 	for i := range results {
 		results[i] = jobResult{Index: i, Key: o.keyFor(i), Err: "not_sent"}
@@ -241,7 +236,7 @@ func publishJobs(ctx context.Context, nc *nats.Conn, o publishOptions) ([]jobRes
 	for range min(o.Concurrency, o.N) {
 		wg.Go(func() {
 			for i := range next {
-				results[i] = sendJob(ctx, nc, o, i, t0)
+				results[i] = sendJob(ctx, c, o, i, t0)
 			}
 		})
 	}
@@ -282,29 +277,43 @@ func pace(ctx context.Context, next chan<- int, n int, rate float64, t0 time.Tim
 }
 
 // sendJob sends job i and waits for its reply (unless -no-reply).
-func sendJob(ctx context.Context, nc *nats.Conn, o publishOptions, i int, t0 time.Time) jobResult {
+func sendJob(ctx context.Context, c *producer.Client, o publishOptions, i int, t0 time.Time) jobResult {
 	r := jobResult{Index: i, Key: o.keyFor(i), Sent: true, SentAt: time.Since(t0)}
-	msg := o.message(i)
+	payload, opts := o.job(i)
 	if o.NoReply {
-		if err := nc.PublishMsg(msg); err != nil {
+		if err := c.Publish(o.Downstream, payload, opts...); err != nil {
 			r.Err = errorKind(err)
 		}
 		return r
 	}
-	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	reply, err := nc.RequestMsgWithContext(rctx, msg)
-	if err != nil {
-		r.Err = errorKind(err)
-		return r
-	}
-	parseReply(&r, reply.Header, reply.Data)
+	res, err := c.Submit(ctx, o.Downstream, payload, opts...)
+	record(&r, res, err)
 	return r
+}
+
+// record fills r from Submit's answer: accepted, rejected (with the
+// daemon's error text), or the kind of failure when there was no answer.
+func record(r *jobResult, res producer.Result, err error) {
+	var rej *producer.RejectedError
+	switch {
+	case err == nil:
+		r.Status, r.JobID, r.Duplicate = "accepted", res.JobID, res.Duplicate
+		if !res.Duplicate { // a duplicate has no place in the queue
+			r.Position, r.ETA = res.Position, new(res.ETA.Seconds())
+		}
+	case errors.As(err, &rej):
+		r.Status, r.Reason, r.Err = "rejected", cmp.Or(res.Reason, "unspecified"), res.ErrorText
+		r.RetryAfter = int(res.RetryAfter / time.Second)
+	default:
+		r.Err = errorKind(err)
+	}
 }
 
 // errorKind names a request failure for the summary.
 func errorKind(err error) string {
 	switch {
+	case errors.Is(err, producer.ErrBadReply):
+		return "bad_reply"
 	case errors.Is(err, nats.ErrNoResponders):
 		return "no_responders"
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
@@ -315,44 +324,4 @@ func errorKind(err error) string {
 		return "connection_closed"
 	}
 	return "error: " + err.Error()
-}
-
-// replyBody is the JSON body of a daemon reply (SPEC.md).
-type replyBody struct {
-	Status            string   `json:"status"`
-	Duplicate         bool     `json:"duplicate"`
-	JobID             string   `json:"job_id"`
-	Position          int      `json:"position"`
-	ETASeconds        *float64 `json:"eta_seconds"`
-	Reason            string   `json:"reason"`
-	RetryAfterSeconds int      `json:"retry_after_seconds"`
-	Error             string   `json:"error"`
-}
-
-// parseReply fills r from a reply; headers win over the body where both
-// speak, as they are what the protocol guarantees.
-func parseReply(r *jobResult, h nats.Header, data []byte) {
-	var b replyBody
-	_ = json.Unmarshal(data, &b) // a missing or odd body leaves the headers to speak
-	r.Status, r.Reason, r.RetryAfter = b.Status, b.Reason, b.RetryAfterSeconds
-	r.Position, r.ETA, r.Duplicate, r.JobID = b.Position, b.ETASeconds, b.Duplicate, b.JobID
-	if s := h.Get(hdrStatus); s != "" {
-		r.Status = s
-	}
-	if s := h.Get(hdrReason); s != "" {
-		r.Reason = s
-	}
-	if s, err := strconv.Atoi(h.Get(hdrRetry)); err == nil {
-		r.RetryAfter = s
-	}
-	switch r.Status {
-	case "accepted":
-	case "rejected":
-		r.Err = b.Error
-		if r.Reason == "" {
-			r.Reason = "unspecified"
-		}
-	default:
-		r.Status, r.Err = "", "bad_reply"
-	}
 }

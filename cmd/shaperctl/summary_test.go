@@ -1,10 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"maps"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
 func ptr(f float64) *float64 { return &f }
@@ -61,33 +66,36 @@ func TestSummarize(t *testing.T) {
 	}
 }
 
-func TestParseReply(t *testing.T) {
+// record turns producer.Submit's answers into per-job results (parsing
+// the reply is the producer package's, tested there).
+func TestRecord(t *testing.T) {
+	rejected := func(res producer.Result) error { return &producer.RejectedError{Result: res} }
 	tests := []struct {
-		name   string
-		header map[string]string
-		body   string
-		want   jobResult
+		name string
+		res  producer.Result
+		err  func(producer.Result) error
+		want jobResult
 	}{
-		{"accepted", map[string]string{"Shaper-Status": "accepted"},
-			`{"status":"accepted","downstream":"printer","job_id":"j7","position":7,"eta_seconds":3.5}`,
+		{"accepted", producer.Result{Accepted: true, Downstream: "printer", JobID: "j7", Position: 7, ETA: 3500 * time.Millisecond}, nil,
 			jobResult{Status: "accepted", JobID: "j7", Position: 7, ETA: ptr(3.5)}},
-		{"rejected headers win", map[string]string{"Shaper-Status": "rejected", "Shaper-Reason": "queue_full", "Retry-After": "2"},
-			`{"status":"rejected","reason":"other","retry_after_seconds":1,"error":"queue printer is full (10/10)"}`,
+		{"rejected", producer.Result{Reason: "queue_full", RetryAfter: 2 * time.Second, ErrorText: "queue printer is full (10/10)"}, rejected,
 			jobResult{Status: "rejected", Reason: "queue_full", RetryAfter: 2, Err: "queue printer is full (10/10)"}},
-		{"headers only", map[string]string{"Shaper-Status": "rejected", "Shaper-Reason": "bad_request"}, ``,
-			jobResult{Status: "rejected", Reason: "bad_request"}},
-		{"duplicate", nil, `{"status":"accepted","job_id":"j1","duplicate":true}`,
+		{"no reason", producer.Result{}, rejected, jobResult{Status: "rejected", Reason: "unspecified"}},
+		{"duplicate", producer.Result{Accepted: true, JobID: "j1", Duplicate: true}, nil,
 			jobResult{Status: "accepted", JobID: "j1", Duplicate: true}},
-		{"garbage", nil, `hello`, jobResult{Err: "bad_reply"}},
+		{"garbage", producer.Result{}, func(producer.Result) error { return fmt.Errorf("%w on x", producer.ErrBadReply) },
+			jobResult{Err: "bad_reply"}},
+		{"timeout", producer.Result{}, func(producer.Result) error { return fmt.Errorf("no reply: %w", nats.ErrTimeout) },
+			jobResult{Err: "timeout"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var r jobResult
-			h := map[string][]string{}
-			for k, v := range tt.header {
-				h[k] = []string{v}
+			var err error
+			if tt.err != nil {
+				err = tt.err(tt.res)
 			}
-			parseReply(&r, h, []byte(tt.body))
+			record(&r, tt.res, err)
 			if (r.ETA == nil) != (tt.want.ETA == nil) || (r.ETA != nil && *r.ETA != *tt.want.ETA) {
 				t.Errorf("ETA = %v, want %v", r.ETA, tt.want.ETA)
 			}

@@ -53,10 +53,9 @@ func (in *intake) handle(msg *nats.Msg) {
 // answer replies to one submission. It may run concurrently with handle
 // (durable lanes), so it builds its reply in a pooled buffer, not in.replies.
 func (in *intake) answer(msg *nats.Msg, job *queue.Job, msgID string, now time.Time, rc shaper.Receipt) {
-	if !rc.Accepted {
-		in.answerRejected(msg, job, rc.Reason, rc.RetryAfter, rc.Err)
-		return
-	}
+	// Settle before anything else, rejections included: an unsettled id
+	// stays claimed, and every later copy of it (a producer's retry) would
+	// wait for an answer that never comes.
 	if msgID != "" {
 		in.dedupe.settle(now, msgID, rc)
 	}

@@ -1,0 +1,78 @@
+package producer
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Option sets one header of a job, or one setting of SubmitRetry. Options
+// apply in order; a later one for the same header wins.
+type Option func(*job)
+
+// job is one submission being built: its headers and, for SubmitRetry, how
+// to retry it.
+type job struct {
+	key   string // sent in the client's key header; "" = none
+	hdr   nats.Header
+	retry retrySettings
+}
+
+// Key sets the admission key (tenant, API key) in the client's key header,
+// Shaper-Key unless KeyHeader says otherwise. "" sends none: jobs without a
+// key share one admission bucket. At most 256 bytes of UTF-8.
+func Key(key string) Option { return func(j *job) { j.key = key } }
+
+// MsgID sets Nats-Msg-Id: a repeated id within the daemon's
+// ingress.dedupe_window (default 2m) is accepted once; the repeat gets the
+// original job id and Result.Duplicate. An id whose job was rejected is not
+// remembered. At most 256 bytes. SubmitRetry sets one itself when none is
+// given.
+func MsgID(id string) Option { return setHeader(HeaderMsgID, id) }
+
+// MaxWait sets Shaper-Max-Wait to d as a Go duration ("30s"): the job is
+// dropped as expired if it cannot start within d, overriding the
+// downstream's queue.max_wait. shaperd refuses d ≤ 0 or d > 168h as
+// bad_request.
+func MaxWait(d time.Duration) Option { return setHeader(HeaderMaxWait, d.String()) }
+
+// Cost sets Shaper-Cost: the job counts as n jobs for admission, queue
+// capacity and drain time. shaperd refuses n < 1 or n above the
+// downstream's queue.max_cost (default 1) as bad_request.
+func Cost(n int) Option { return setHeader(HeaderCost, strconv.Itoa(n)) }
+
+// ContentType sets Content-Type, which shaperd passes on to the downstream.
+func ContentType(ct string) Option { return setHeader(HeaderContentType, ct) }
+
+// Header adds value to the header name, sent as written (NATS headers are
+// case-sensitive; shaperd reads its own in canonical form, as HTTP does).
+// shaperd keeps headers other than its own (Shaper-*, Nats-*, the key
+// header) with the job: a NATS sink passes them all on, an HTTP sink only
+// Content-Type. Use the typed options for the protocol's headers.
+func Header(name, value string) Option {
+	return func(j *job) { j.hdr.Add(name, value) }
+}
+
+// Priority sets Shaper-Priority: 0 is the most urgent, up to the
+// downstream's queue.priorities − 1. Needs a shaperd that supports SPEC
+// "Priorities and delays"; an older one passes the header on to the
+// downstream and ignores it.
+func Priority(p int) Option { return setHeader(HeaderPriority, strconv.Itoa(p)) }
+
+// Delay sets Shaper-Delay to d as a Go duration: the job is accepted at once
+// and starts no earlier than d from now (at most queue.max_delay, default
+// 24h). Do not combine with NotBefore (bad_request). Needs a shaperd that
+// supports SPEC "Priorities and delays".
+func Delay(d time.Duration) Option { return setHeader(HeaderDelay, d.String()) }
+
+// NotBefore sets Shaper-Not-Before to t in RFC 3339: the job starts no
+// earlier than t. Do not combine with Delay (bad_request). Needs a shaperd
+// that supports SPEC "Priorities and delays".
+func NotBefore(t time.Time) Option {
+	return setHeader(HeaderNotBefore, t.UTC().Format(time.RFC3339Nano))
+}
+
+func setHeader(name, value string) Option {
+	return func(j *job) { j.hdr.Set(name, value) }
+}

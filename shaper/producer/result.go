@@ -1,0 +1,103 @@
+package producer
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Header names of the job protocol (SPEC.md, "Subjects and the job
+// protocol"), in the canonical form shaperd reads them in.
+const (
+	HeaderKey         = "Shaper-Key" // the default; ingress.key_header may name another
+	HeaderMsgID       = "Nats-Msg-Id"
+	HeaderMaxWait     = "Shaper-Max-Wait"
+	HeaderCost        = "Shaper-Cost"
+	HeaderPriority    = "Shaper-Priority"
+	HeaderDelay       = "Shaper-Delay"
+	HeaderNotBefore   = "Shaper-Not-Before"
+	HeaderContentType = "Content-Type"
+	HeaderStatus      = "Shaper-Status"
+	HeaderReason      = "Shaper-Reason"
+	HeaderRetryAfter  = "Retry-After"
+)
+
+// Result is shaperd's answer to one job, parsed from the reply's headers
+// and JSON body. Where both carry a value (status, reason, Retry-After) the
+// header wins: headers are what the protocol guarantees.
+//
+// An accepted job has Accepted, JobID and Downstream set, and either
+// Position and ETA or, for a repeated Nats-Msg-Id, Duplicate (JobID is then
+// the original job's). A rejected job has Reason, its ErrorText and, where
+// waiting helps, RetryAfter.
+type Result struct {
+	Accepted   bool
+	JobID      string // shaperd's id of the job, also its Idempotency-Key downstream
+	Downstream string
+	Position   int           // 1-based place in the queue when accepted; 0 for a duplicate
+	ETA        time.Duration // predicted wait until the job starts (milliseconds)
+	// NotBefore is the earliest start of a delayed job ("not_before"),
+	// zero otherwise. Needs a shaperd that supports SPEC "Priorities and
+	// delays".
+	NotBefore  time.Time
+	Duplicate  bool          // a job with the same Nats-Msg-Id was already accepted
+	Reason     string        // when rejected: one of the Reason constants
+	RetryAfter time.Duration // when rejected and waiting helps: whole seconds, rounded up by shaperd
+	ErrorText  string        // when rejected: shaperd's explanation, for people
+}
+
+// replyBody is the JSON body of a reply (SPEC.md).
+type replyBody struct {
+	Status            string  `json:"status"`
+	Downstream        string  `json:"downstream"`
+	JobID             string  `json:"job_id"`
+	Duplicate         bool    `json:"duplicate"`
+	Position          int     `json:"position"`
+	ETASeconds        float64 `json:"eta_seconds"`
+	NotBefore         string  `json:"not_before"`
+	Reason            string  `json:"reason"`
+	RetryAfterSeconds float64 `json:"retry_after_seconds"`
+	Error             string  `json:"error"`
+}
+
+// parseReply turns a reply into a Result. The error is nil for an accepted
+// job, a *RejectedError for a rejected one and ErrBadReply when the reply
+// says neither.
+func parseReply(m *nats.Msg) (Result, error) {
+	var b replyBody
+	_ = json.Unmarshal(m.Data, &b) // a missing or odd body leaves the headers to speak
+	status := orDefault(m.Header.Get(HeaderStatus), b.Status)
+	r := Result{
+		JobID: b.JobID, Downstream: b.Downstream, Duplicate: b.Duplicate, Position: b.Position,
+		ETA:       seconds(b.ETASeconds),
+		Reason:    orDefault(m.Header.Get(HeaderReason), b.Reason),
+		ErrorText: b.Error,
+	}
+	if t, err := time.Parse(time.RFC3339, b.NotBefore); err == nil {
+		r.NotBefore = t
+	}
+	r.RetryAfter = seconds(b.RetryAfterSeconds)
+	if s, err := strconv.ParseFloat(m.Header.Get(HeaderRetryAfter), 64); err == nil {
+		r.RetryAfter = seconds(s)
+	}
+	switch status {
+	case "accepted":
+		r.Accepted, r.Reason, r.RetryAfter = true, "", 0
+		return r, nil
+	case "rejected":
+		return r, &RejectedError{Result: r}
+	}
+	return Result{}, ErrBadReply
+}
+
+// seconds converts a count of seconds from the wire to a Duration; a
+// negative, NaN or absurd value is 0.
+func seconds(s float64) time.Duration {
+	if !(s > 0) || s > math.MaxInt64/float64(time.Second) {
+		return 0
+	}
+	return time.Duration(math.Round(s * float64(time.Second)))
+}
