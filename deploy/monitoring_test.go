@@ -395,8 +395,8 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 	checkExported(t, alertsPath, alerts, exported)
 	checkExported(t, dashboardPath, panels, exported)
 
-	out, err := exec.Command(probe, "status", "-admin", "http://"+d.AdminAddr()).CombinedOutput()
+	out, err := exec.Command(probe, "health", "-admin", "http://"+d.AdminAddr()).CombinedOutput()
 	if err != nil {
-		t.Errorf("HEALTHCHECK probe (shaperctl status) against a running daemon: %v\n%s", err, out)
+		t.Errorf("HEALTHCHECK probe (shaperctl health) against a running daemon: %v\n%s", err, out)
 	}
 }
