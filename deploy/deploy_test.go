@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -424,38 +422,17 @@ func fromImage(from string, args map[string]string) string {
 	return os.Expand(image, func(k string) string { return args[k] })
 }
 
-var (
-	shaperctlOnce sync.Once
-	shaperctlPath string
-	shaperctlErr  error
-)
-
-// shaperctl builds cmd/shaperctl once per test run.
+// shaperctl is the shaperctl of the image (builtBinaries), built once per
+// test run.
 func shaperctl(t *testing.T) string {
 	t.Helper()
-	shaperctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "shaperctl-bin")
-		if err != nil {
-			shaperctlErr = err
-			return
-		}
-		shaperctlPath = filepath.Join(dir, "shaperctl")
-		cmd := exec.Command("go", "build", "-o", shaperctlPath, "./cmd/shaperctl")
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			shaperctlErr = fmt.Errorf("go build ./cmd/shaperctl: %v\n%s", err, out)
-		}
-	})
-	if shaperctlErr != nil {
-		t.Fatal(shaperctlErr)
-	}
-	return shaperctlPath
+	return builtBinaries(t)["./cmd/shaperctl"]
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shaperctlPath != "" {
-		os.RemoveAll(filepath.Dir(shaperctlPath))
+	if binDir != "" && binErr == nil {
+		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
 }
