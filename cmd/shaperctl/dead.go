@@ -67,7 +67,7 @@ Examples:
   shaperctl dead show -downstream printer -seq 12
   shaperctl dead replay -downstream printer -rate 2/s -limit 100
   shaperctl dead purge -downstream printer
-`+adminAuthHelp
+` + adminAuthHelp
 
 func cmdDead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	action := ""
