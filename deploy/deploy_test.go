@@ -3,15 +3,13 @@ package deploy_test
 import (
 	"bufio"
 	"bytes"
-	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -288,6 +286,7 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("%s: FROM %s: pin a version tag or digest, never latest or none", path, image)
 		}
 	}
+	checkBuilderGo(t, path, fromImage(froms[0].args, args))
 	finalImage := fromImage(froms[final].args, args)
 	if finalImage != "scratch" {
 		t.Errorf("%s: final stage is %s, want scratch (static binaries, nothing else)", path, finalImage)
@@ -331,8 +330,11 @@ func TestDockerfile(t *testing.T) {
 			t.Errorf("%s: EXPOSE lacks %s (got %v)", path, p, exposed)
 		}
 	}
-	if !strings.Contains(healthcheck, `CMD ["/usr/local/bin/shaperctl", "status", "-admin", "http://127.0.0.1:9090"]`) {
-		t.Errorf("%s: HEALTHCHECK should run shaperctl status against the admin API, got %q", path, healthcheck)
+	// /healthz is the one admin route that needs no credentials with
+	// admin.basic_auth (and is what the daemon answers when alive); no
+	// -admin, so SHAPER_ADMIN_URL can make it https://.
+	if !strings.HasSuffix(healthcheck, `CMD ["/usr/local/bin/shaperctl", "health"]`) {
+		t.Errorf("%s: HEALTHCHECK should run shaperctl health (GET /healthz), got %q", path, healthcheck)
 	}
 	if !strings.Contains(entrypoint+" "+cmd, `"-config", "`+configPath+`"`) {
 		t.Errorf("%s: ENTRYPOINT/CMD should pass -config %s, got %s %s", path, configPath, entrypoint, cmd)
@@ -352,12 +354,60 @@ func TestDockerfile(t *testing.T) {
 	if p := port(t, cfg.Admin.Listen); p != "9090" || !strings.HasPrefix(cfg.Admin.Listen, "0.0.0.0:") {
 		t.Errorf("docker-config.yaml: admin.listen %s, want 0.0.0.0:9090 (published and probed)", cfg.Admin.Listen)
 	}
+	help, _ := exec.Command(shaperctl(t), "health", "-h").CombinedOutput()
+	if want := "default http://127.0.0.1:9090"; !strings.Contains(string(help), want) {
+		t.Errorf("shaperctl health -h lacks %q: the HEALTHCHECK relies on that default:\n%s", want, help)
+	}
 	if cfg.NATS.URL != "" || cfg.NATS.Embedded.Listen != "0.0.0.0:4222" {
 		t.Errorf("docker-config.yaml: want the embedded NATS server on 0.0.0.0:4222, got url %q listen %q", cfg.NATS.URL, cfg.NATS.Embedded.Listen)
 	}
 	if !strings.HasPrefix(cfg.NATS.Embedded.StoreDir, "/data/") {
 		t.Errorf("docker-config.yaml: store_dir %q is not on the /data volume", cfg.NATS.Embedded.StoreDir)
 	}
+}
+
+// checkBuilderGo checks that the builder image's Go satisfies go.mod's go
+// directive: the golang images set GOTOOLCHAIN=local, so an older Go fails
+// the build.
+func checkBuilderGo(t *testing.T, path, image string) {
+	t.Helper()
+	name, tag, _ := strings.Cut(image, ":")
+	if name != "golang" {
+		t.Errorf("%s: the builder is %s, want a golang:<version> image", path, image)
+		return
+	}
+	mod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var need string
+	for line := range strings.Lines(string(mod)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			need = v
+		}
+	}
+	tagVersion, _, _ := strings.Cut(tag, "-") // 1.26.8-trixie
+	if need == "" || !versionAtLeast(tagVersion, need) || strings.Count(tagVersion, ".") < 2 {
+		t.Errorf("%s: builder golang:%s: want an exact patch release at least go.mod's go %s (e.g. golang:%s)", path, tag, need, need)
+	}
+}
+
+// versionAtLeast compares dotted version numbers: 1.26.8 >= 1.26.8 > 1.26.
+func versionAtLeast(have, want string) bool {
+	h, w := strings.Split(have, "."), strings.Split(want, ".")
+	for i := range max(len(h), len(w)) {
+		var a, b int
+		if i < len(h) {
+			a, _ = strconv.Atoi(h[i])
+		}
+		if i < len(w) {
+			b, _ = strconv.Atoi(w[i])
+		}
+		if a != b {
+			return a > b
+		}
+	}
+	return true
 }
 
 // fromImage returns the image of a FROM line, ${ARG}s expanded.
@@ -372,55 +422,17 @@ func fromImage(from string, args map[string]string) string {
 	return os.Expand(image, func(k string) string { return args[k] })
 }
 
-// TestHealthcheckProbe runs the HEALTHCHECK's command against a port nothing
-// listens on: it must fail, or Docker would call a dead daemon healthy. The
-// live daemon's side is checked in TestMonitoringMatchesDaemon.
-func TestHealthcheckProbe(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	out, err := exec.Command(shaperctl(t), "status", "-admin", "http://"+addr).CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) {
-		t.Fatalf("shaperctl status against nothing (%s): want a non-zero exit, got %v\n%s", addr, err, out)
-	}
-}
-
-var (
-	shaperctlOnce sync.Once
-	shaperctlPath string
-	shaperctlErr  error
-)
-
-// shaperctl builds cmd/shaperctl once per test run.
+// shaperctl is the shaperctl of the image (builtBinaries), built once per
+// test run.
 func shaperctl(t *testing.T) string {
 	t.Helper()
-	shaperctlOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "shaperctl-bin")
-		if err != nil {
-			shaperctlErr = err
-			return
-		}
-		shaperctlPath = filepath.Join(dir, "shaperctl")
-		cmd := exec.Command("go", "build", "-o", shaperctlPath, "./cmd/shaperctl")
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			shaperctlErr = fmt.Errorf("go build ./cmd/shaperctl: %v\n%s", err, out)
-		}
-	})
-	if shaperctlErr != nil {
-		t.Fatal(shaperctlErr)
-	}
-	return shaperctlPath
+	return builtBinaries(t)["./cmd/shaperctl"]
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shaperctlPath != "" {
-		os.RemoveAll(filepath.Dir(shaperctlPath))
+	if binDir != "" && binErr == nil {
+		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
 }

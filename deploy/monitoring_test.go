@@ -428,8 +428,8 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 			"or add it to shownWithoutPanel saying why it needs none", name, dashboardPath, alertsPath)
 	}
 
-	out, err := exec.Command(probe, "status", "-admin", "http://"+d.AdminAddr()).CombinedOutput()
+	out, err := exec.Command(probe, "health", "-admin", "http://"+d.AdminAddr()).CombinedOutput()
 	if err != nil {
-		t.Errorf("HEALTHCHECK probe (shaperctl status) against a running daemon: %v\n%s", err, out)
+		t.Errorf("HEALTHCHECK probe (shaperctl health) against a running daemon: %v\n%s", err, out)
 	}
 }

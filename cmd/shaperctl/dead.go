@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -24,7 +23,7 @@ import (
 
 // deadOptions are the parsed flags of dead.
 type deadOptions struct {
-	Admin      string
+	adminFlags
 	Downstream string
 	Seq        uint64
 	Rate       string
@@ -68,7 +67,7 @@ Examples:
   shaperctl dead show -downstream printer -seq 12
   shaperctl dead replay -downstream printer -rate 2/s -limit 100
   shaperctl dead purge -downstream printer
-`
+` + adminAuthHelp
 
 func cmdDead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	action := ""
@@ -77,7 +76,7 @@ func cmdDead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlagSet("dead", "list|show|replay|purge -downstream NAME [flags]", deadAbout, stderr)
 	var o deadOptions
-	fs.StringVar(&o.Admin, "admin", "http://127.0.0.1:9090", "admin API base `URL` (admin.listen in the daemon's config; http://user:pass@host for basic auth)")
+	o.register(fs)
 	fs.StringVar(&o.Downstream, "downstream", "", "the downstream `name` (required)")
 	fs.Uint64Var(&o.Seq, "seq", 0, "show: the dead letter's `seq`, as list prints it")
 	fs.StringVar(&o.Rate, "rate", "", "replay: at most this `rate`, e.g. 2/s or 120/m (default the downstream's rate / 10)")
@@ -90,12 +89,11 @@ func cmdDead(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if msg := checkDead(action, o, fs); msg != "" {
 		return usageErr(stderr, "dead", "%s", msg)
 	}
-	if !strings.Contains(o.Admin, "://") {
-		o.Admin = "http://" + o.Admin
+	c, err := o.client(10 * time.Second)
+	if err != nil {
+		return usageErr(stderr, "dead", "%v", err)
 	}
-	c := &deadClient{admin: strings.TrimRight(o.Admin, "/"), shown: redactedURL(o.Admin),
-		http: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
-	err := map[string]func(context.Context, *deadClient, deadOptions, io.Writer) error{
+	err = map[string]func(context.Context, *adminClient, deadOptions, io.Writer) error{
 		"list": deadList, "show": deadShow, "replay": deadReplay, "purge": deadPurge,
 	}[action](ctx, c, o, stdout)
 	if err != nil {
@@ -129,7 +127,7 @@ func checkDead(action string, o deadOptions, fs *flag.FlagSet) string {
 	}
 	var stray []string
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name != "admin" && f.Name != "downstream" && f.Name != "json" && !slices.Contains(allowed, f.Name) {
+		if f.Name != "downstream" && f.Name != "json" && !slices.Contains(adminFlagNames, f.Name) && !slices.Contains(allowed, f.Name) {
 			stray = append(stray, "-"+f.Name)
 		}
 	})
@@ -139,60 +137,11 @@ func checkDead(action string, o deadOptions, fs *flag.FlagSet) string {
 	return ""
 }
 
-// deadClient calls the dead-letter routes of one admin API.
-type deadClient struct {
-	admin string // base URL, possibly with user:password
-	shown string // admin without the password, for messages
-	http  *http.Client
-}
-
-// redactedURL is u with its password hidden.
-func redactedURL(u string) string {
-	p, err := neturl.Parse(u)
-	if err != nil {
-		return "(an unparsable URL)"
-	}
-	return strings.TrimRight(p.Redacted(), "/")
-}
-
-// do sends one request and returns the body of a 2xx answer, or an error
-// that says what to check.
-func (c *deadClient) do(ctx context.Context, method, path string, body []byte) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.admin+path, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("bad -admin %q", c.shown)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, err
-		}
-		// net/http hides the URL's password in err.
-		return nil, fmt.Errorf("cannot reach the admin API at %s: %w\nis shaperd running? is -admin right (admin.listen in its config)?", c.shown, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read %s%s: %w", c.shown, path, err)
-	}
-	if resp.StatusCode/100 != 2 {
-		var e struct{ Error string }
-		if json.Unmarshal(b, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(b[:min(len(b), 200)]))
-		}
-		return nil, fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, e.Error)
-	}
-	return b, nil
-}
-
 func deadPath(o deadOptions, tail string) string {
 	return "/v1/downstreams/" + neturl.PathEscape(o.Downstream) + "/dead" + tail
 }
 
-func deadList(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+func deadList(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) error {
 	q := neturl.Values{}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
@@ -241,7 +190,7 @@ func renderDeadList(w io.Writer, o deadOptions, list []deadEntry, total int) err
 	return err
 }
 
-func deadShow(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+func deadShow(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) error {
 	path := deadPath(o, "/"+strconv.FormatUint(o.Seq, 10))
 	body, err := c.do(ctx, http.MethodGet, path, nil)
 	if err != nil || o.JSON {
@@ -285,7 +234,7 @@ func renderDeadShow(w io.Writer, d deadEntry) error {
 	return err
 }
 
-func deadReplay(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+func deadReplay(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) error {
 	req := map[string]any{}
 	if o.Rate != "" {
 		req["rate"] = o.Rate
@@ -320,7 +269,7 @@ func deadReplay(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) 
 	return err
 }
 
-func deadPurge(ctx context.Context, c *deadClient, o deadOptions, w io.Writer) error {
+func deadPurge(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) error {
 	if _, err := c.do(ctx, http.MethodDelete, deadPath(o, ""), nil); err != nil {
 		return err
 	}

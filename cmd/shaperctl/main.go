@@ -1,7 +1,9 @@
 // Command shaperctl is the operator and producer tool for shaperd: it
 // publishes test jobs, shows the downstream table, lists and replays dead
-// letters, compares admission algorithms on a traffic pattern and runs a
-// demo HTTP downstream.
+// letters, probes /healthz (the container's HEALTHCHECK), compares
+// admission algorithms on a traffic pattern and runs a demo HTTP
+// downstream. The commands that call the admin API take -user/-password
+// (admin.basic_auth) and -ca with an https:// URL (admin.tls).
 package main
 
 import (
@@ -34,6 +36,7 @@ func commands() []command {
 		{"publish", "send N jobs to a downstream and summarise the replies", cmdPublish},
 		{"status", "show every downstream's rate, queue depth and counters from the admin API", cmdStatus},
 		{"dead", "list, show, replay or purge a downstream's stored dead letters", cmdDead},
+		{"health", "exit 0 if the daemon answers /healthz (the container's HEALTHCHECK)", cmdHealth},
 		{"simulate", "replay a traffic pattern through every admission algorithm and compare", cmdSimulate},
 		{"sink", "run a demo HTTP downstream that prints every job it receives", cmdSink},
 	}
@@ -77,6 +80,7 @@ Examples:
   shaperctl sink -listen 127.0.0.1:8080
   shaperctl publish -downstream printer -n 15
   shaperctl status -watch 2s
+  SHAPER_ADMIN_USER=ops SHAPER_ADMIN_PASSWORD=... shaperctl status -admin https://host:9090 -ca ca.pem
   shaperctl dead list -downstream printer
   shaperctl simulate -pattern boundary -svg boundary.svg
 

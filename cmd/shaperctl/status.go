@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -20,7 +19,7 @@ import (
 
 // statusOptions are the parsed flags of status.
 type statusOptions struct {
-	Admin string
+	adminFlags
 	Watch time.Duration
 	JSON  bool
 }
@@ -34,15 +33,15 @@ var knownColumns = []string{"name", "rate", "effective_rate", "depth", "capacity
 var counterOrder = []string{"received", "accepted", "rejected", "dropped", "started", "delivered"}
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("status", "[-admin URL] [-watch 2s] [-json]", `Shows every downstream of a running shaperd, from its admin API
+	fs := newFlagSet("status", "[-admin URL] [-user NAME -password PW] [-ca FILE] [-watch 2s] [-json]", `Shows every downstream of a running shaperd, from its admin API
 (GET /v1/downstreams): configured and effective rate, queue depth/capacity,
 jobs in flight, whether it is paused, and its job counters.
 
 Example:
   shaperctl status -admin http://127.0.0.1:9090 -watch 2s
-`, stderr)
+`+adminAuthHelp, stderr)
 	var o statusOptions
-	fs.StringVar(&o.Admin, "admin", "http://127.0.0.1:9090", "admin API base `URL` (admin.listen in the daemon's config)")
+	o.register(fs)
 	fs.DurationVar(&o.Watch, "watch", 0, "refresh every `interval` until interrupted (0 = once)")
 	fs.BoolVar(&o.JSON, "json", false, "print the daemon's JSON as is")
 	if code, ok := parseFlags(fs, args); !ok {
@@ -51,10 +50,10 @@ Example:
 	if o.Watch < 0 {
 		return usageErr(stderr, "status", "-watch must be positive, got %s", o.Watch)
 	}
-	if !strings.Contains(o.Admin, "://") {
-		o.Admin = "http://" + o.Admin
+	client, err := o.client(5 * time.Second)
+	if err != nil {
+		return usageErr(stderr, "status", "%v", err)
 	}
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	if o.Watch == 0 {
 		return statusOnce(ctx, client, o, stdout, stderr)
 	}
@@ -63,7 +62,7 @@ Example:
 
 // watchStatus prints the table every o.Watch until ctx ends; errors are
 // printed and the watch goes on, as a restarting daemon comes back.
-func watchStatus(ctx context.Context, client *http.Client, o statusOptions, clear bool, stdout, stderr io.Writer) int {
+func watchStatus(ctx context.Context, client *adminClient, o statusOptions, clear bool, stdout, stderr io.Writer) int {
 	tick := time.NewTicker(o.Watch)
 	defer tick.Stop()
 	for {
@@ -90,8 +89,8 @@ func isTerminal(w io.Writer) bool {
 }
 
 // statusOnce fetches and prints the table once.
-func statusOnce(ctx context.Context, client *http.Client, o statusOptions, stdout, stderr io.Writer) int {
-	body, err := fetchDownstreams(ctx, client, o.Admin)
+func statusOnce(ctx context.Context, client *adminClient, o statusOptions, stdout, stderr io.Writer) int {
+	body, err := client.do(ctx, http.MethodGet, "/v1/downstreams", nil)
 	if err != nil {
 		fmt.Fprintf(stderr, "shaperctl status: %v\n", err)
 		return exitFailed
@@ -108,7 +107,7 @@ func statusOnce(ctx context.Context, client *http.Client, o statusOptions, stdou
 		Downstreams []map[string]any `json:"downstreams"`
 	}
 	if err := json.Unmarshal(body, &doc); err != nil {
-		fmt.Fprintf(stderr, "shaperctl status: %s/v1/downstreams did not answer the expected JSON: %v\n", o.Admin, err)
+		fmt.Fprintf(stderr, "shaperctl status: %s/v1/downstreams did not answer the expected JSON: %v\n", client.base, err)
 		return exitFailed
 	}
 	if err := renderStatus(stdout, doc.Downstreams); err != nil {
@@ -116,36 +115,6 @@ func statusOnce(ctx context.Context, client *http.Client, o statusOptions, stdou
 		return exitFailed
 	}
 	return exitOK
-}
-
-// fetchDownstreams returns the body of GET <admin>/v1/downstreams, or an
-// error that says what to check.
-func fetchDownstreams(ctx context.Context, client *http.Client, admin string) ([]byte, error) {
-	url := strings.TrimRight(admin, "/") + "/v1/downstreams"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, fmt.Errorf("bad -admin %q: %w", admin, err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		if errors.Is(err, context.Canceled) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("cannot reach the admin API at %s: %w\nis shaperd running? is -admin right (admin.listen in its config)?", admin, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct{ Error string }
-		if json.Unmarshal(body, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(body[:min(len(body), 200)]))
-		}
-		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, e.Error)
-	}
-	return body, nil
 }
 
 // renderStatus prints the downstream table.
