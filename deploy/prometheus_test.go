@@ -332,8 +332,8 @@ downstreams:
 	return path
 }
 
-// runDaemon starts the daemon in-process and stops it when the test ends.
-func runDaemon(t *testing.T, path string) *daemon.Daemon {
+// runPromDaemon starts the daemon in-process and stops it when the test ends.
+func runPromDaemon(t *testing.T, path string) *daemon.Daemon {
 	t.Helper()
 	cfg := loadConfig(t, path)
 	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
@@ -416,7 +416,7 @@ func TestAgainstPrometheus(t *testing.T) {
 	t.Cleanup(srv.WaitForShutdown)
 	t.Cleanup(srv.Shutdown)
 	healthy, failing := testDownstreams(t)
-	d := runDaemon(t, promConfig(t, srv.ClientURL(), healthy.URL, failing.URL))
+	d := runPromDaemon(t, promConfig(t, srv.ClientURL(), healthy.URL, failing.URL))
 
 	drive(t, srv.ClientURL())
 	// Prometheus starts on steady traffic: every rate window it sees is
