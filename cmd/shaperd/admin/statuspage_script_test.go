@@ -90,12 +90,12 @@ func TestStatusPageScript(t *testing.T) {
 	}
 	dead := map[string]string{}
 	for _, row := range res.Polls[0].Rows {
-		if len(row) != 8 {
-			t.Fatalf("row %q: %d cells, want 8 (the header has 8)", row, len(row))
+		if len(row) != 10 {
+			t.Fatalf("row %q: %d cells, want 10 (the header has 10)", row, len(row))
 		}
 		for _, name := range []string{"erp", "printer", "zero"} {
 			if strings.HasPrefix(row[0], name) {
-				dead[name] = row[5]
+				dead[name] = row[6]
 			}
 		}
 	}
