@@ -120,7 +120,7 @@ func (l *lane) setRate(rate float64) {
 	if !l.last.IsZero() {
 		l.next = later(l.last.Add(l.drainOf(l.lastCost)), l.pushback)
 	}
-	l.m.rate.Set(rate)
+	l.updatePaused()
 }
 
 // runDue starts every job the schedule allows at now, then reschedules the
@@ -240,12 +240,22 @@ func (l *lane) unblock(now time.Time) {
 	l.next = later(l.next, now)
 }
 
+// updatePaused exports whether the lane is paused (by the admin API or a
+// pushback) and its drain rate: the effective rate, 0 while paused by the
+// admin API, as /v1/downstreams' effective_rate and the status page say
+// (README "Metrics"; a pushback's or quota's short holds do not zero it).
+// Requires l.mu.
 func (l *lane) updatePaused() {
 	v := 0.0
 	if l.paused || !l.pushback.IsZero() {
 		v = 1
 	}
 	l.m.paused.Set(v)
+	rate := l.rate
+	if l.paused {
+		rate = 0
+	}
+	l.m.rate.Set(rate)
 }
 
 // idle reports whether a removed lane has nothing left to do: no job only

@@ -101,9 +101,9 @@ func TestStatusPageDeadLetters(t *testing.T) {
 	_, _, body := get(t, a.url+"/")
 	for _, want := range []string{
 		`<th>Dead letters<br><span class="legend">stored · oldest; replay</span></th>`,
-		`<td><div class="num">5 stored · oldest 3h 20m</div></td>`,
-		`<td><div class="num">0 stored</div></td>`,
-		`<td><div class="num">–</div></td>`,
+		`<td data-label="Dead letters"><div class="num">5 stored · oldest 3h 20m</div></td>`,
+		`<td data-label="Dead letters"><div class="num">0 stored</div></td>`,
+		`<td data-label="Dead letters"><div class="num">–</div></td>`,
 		// The script's replay control: same origin, the page's credentials.
 		`"v1/downstreams/" + encodeURIComponent(name) + "/dead/replay"`,
 		`method: "POST", cache: "no-store", credentials: "same-origin"`,

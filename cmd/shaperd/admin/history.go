@@ -40,6 +40,7 @@ type History struct {
 type laneHistory struct {
 	prevAt                      time.Time
 	prevStarted, prevRej, prevD uint64
+	prevOK, prevFail, prevRetry uint64 // delivered success, failed + dead_lettered, retries
 	ring                        [historySamples]sample
 	head, n                     int // ring[head] is the oldest of n samples
 }
@@ -48,6 +49,7 @@ type sample struct {
 	at                                time.Time
 	depth, capacity, inflight         int
 	rate, achieved, rejected, dropped float64 // per second
+	succeeded, failed, retried        float64 // per second
 	paused                            bool    // by the admin API or pushback
 }
 
@@ -94,9 +96,11 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 	for _, st := range lanes {
 		seen[st.Name] = true
 		rej, drop := sum(st.Rejected), sum(st.Dropped)
+		ok, fail := st.Delivered[shaper.OutcomeSuccess], failures(st)
 		lh := h.lanes[st.Name]
 		if lh == nil {
-			h.lanes[st.Name] = &laneHistory{prevAt: now, prevStarted: st.Started, prevRej: rej, prevD: drop}
+			h.lanes[st.Name] = &laneHistory{prevAt: now, prevStarted: st.Started, prevRej: rej, prevD: drop,
+				prevOK: ok, prevFail: fail, prevRetry: st.Retries}
 			h.setAchieved(st.Name, 0)
 			continue
 		}
@@ -106,13 +110,17 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 		}
 		lh.push(sample{
 			at: now, depth: st.Depth, capacity: st.Capacity, inflight: st.Inflight,
-			rate:     st.Rate,
-			achieved: perSecond(lh.prevStarted, st.Started, dt),
-			rejected: perSecond(lh.prevRej, rej, dt),
-			dropped:  perSecond(lh.prevD, drop, dt),
-			paused:   st.Paused || st.PushbackUntil != nil,
+			rate:      st.Rate,
+			achieved:  perSecond(lh.prevStarted, st.Started, dt),
+			rejected:  perSecond(lh.prevRej, rej, dt),
+			dropped:   perSecond(lh.prevD, drop, dt),
+			succeeded: perSecond(lh.prevOK, ok, dt),
+			failed:    perSecond(lh.prevFail, fail, dt),
+			retried:   perSecond(lh.prevRetry, st.Retries, dt),
+			paused:    st.Paused || st.PushbackUntil != nil,
 		})
 		lh.prevAt, lh.prevStarted, lh.prevRej, lh.prevD = now, st.Started, rej, drop
+		lh.prevOK, lh.prevFail, lh.prevRetry = ok, fail, st.Retries
 		h.setAchieved(st.Name, lh.ring[(lh.head+lh.n-1)%len(lh.ring)].achieved)
 	}
 	for name := range h.lanes {
@@ -152,6 +160,12 @@ func perSecond(prev, cur uint64, dt float64) float64 {
 	return math.Round(float64(d)/dt*1000) / 1000
 }
 
+// failures is a lane's failed deliveries: failed plus dead-lettered, as
+// shaper_delivered_total{outcome=~"failed|dead_lettered"}.
+func failures(st shaper.LaneStatus) uint64 {
+	return st.Delivered[shaper.OutcomeFailed] + st.Delivered[shaper.OutcomeDeadLettered]
+}
+
 func sum[K comparable](m map[K]uint64) uint64 {
 	var n uint64
 	for _, v := range m {
@@ -166,7 +180,8 @@ func sum[K comparable](m map[K]uint64) uint64 {
 //	{"interval_seconds":2,"max_samples":300,"downstreams":[{"name":"printer",
 //	  "time_unix_ms":[1764487402000,1764487404000],"depth":[9,10],"capacity":[10,10],
 //	  "inflight":[1,1],"rate":[2,2],"achieved_rate":[2,2],"rejected_rate":[1.5,3],
-//	  "dropped_rate":[0,0],"paused":[false,false]}]}
+//	  "dropped_rate":[0,0],"success_rate":[2,2],"failure_rate":[0,0],
+//	  "retry_rate":[0,0],"paused":[false,false]}]}
 //
 // A downstream's first sample comes one interval after it is first seen
 // (its counters need a baseline); a removed downstream's history goes with it.
@@ -179,7 +194,9 @@ type HistoryResponse struct {
 // DownstreamTrend is one downstream's samples. Rates are per second over
 // the interval that ended at the sample: AchievedRate is the rate of
 // LaneStatus.Started (tries started, retries included), RejectedRate and
-// DroppedRate of the sums of Rejected and Dropped over all reasons.
+// DroppedRate of the sums of Rejected and Dropped over all reasons,
+// SuccessRate of Delivered[success], FailureRate of Delivered[failed] +
+// Delivered[dead_lettered], RetryRate of Retries.
 type DownstreamTrend struct {
 	Name         string    `json:"name"`
 	TimeUnixMs   []int64   `json:"time_unix_ms"`
@@ -190,6 +207,9 @@ type DownstreamTrend struct {
 	AchievedRate []float64 `json:"achieved_rate"`
 	RejectedRate []float64 `json:"rejected_rate"`
 	DroppedRate  []float64 `json:"dropped_rate"`
+	SuccessRate  []float64 `json:"success_rate"`
+	FailureRate  []float64 `json:"failure_rate"`
+	RetryRate    []float64 `json:"retry_rate"`
 	Paused       []bool    `json:"paused"` // by the admin API or a pushback
 }
 
@@ -208,11 +228,13 @@ func (h *History) snapshot() HistoryResponse {
 			Capacity: make([]int, lh.n), Inflight: make([]int, lh.n), Rate: make([]float64, lh.n),
 			AchievedRate: make([]float64, lh.n), RejectedRate: make([]float64, lh.n),
 			DroppedRate: make([]float64, lh.n), Paused: make([]bool, lh.n),
+			SuccessRate: make([]float64, lh.n), FailureRate: make([]float64, lh.n), RetryRate: make([]float64, lh.n),
 		}
 		for i := range lh.n {
 			s := lh.ring[(lh.head+i)%len(lh.ring)]
 			tr.TimeUnixMs[i], tr.Depth[i], tr.Capacity[i], tr.Inflight[i] = s.at.UnixMilli(), s.depth, s.capacity, s.inflight
 			tr.Rate[i], tr.AchievedRate[i], tr.RejectedRate[i], tr.DroppedRate[i] = s.rate, s.achieved, s.rejected, s.dropped
+			tr.SuccessRate[i], tr.FailureRate[i], tr.RetryRate[i] = s.succeeded, s.failed, s.retried
 			tr.Paused[i] = s.paused
 		}
 		out.Downstreams = append(out.Downstreams, tr)

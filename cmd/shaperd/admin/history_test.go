@@ -48,6 +48,9 @@ func TestHistoryRecord(t *testing.T) {
 		AchievedRate: []float64{2, 0, 1.5}, // the reset counts 3 starts from zero
 		RejectedRate: []float64{3, 0, 0},
 		DroppedRate:  []float64{0, 0.5, 0},
+		SuccessRate:  []float64{0, 0, 0},
+		FailureRate:  []float64{0, 0, 0},
+		RetryRate:    []float64{0, 0, 0},
 		Paused:       []bool{false, false, false},
 	}}}
 	if got := h.snapshot(); !reflect.DeepEqual(got, want) {
@@ -142,5 +145,24 @@ func TestHistoryExportsAchievedRate(t *testing.T) {
 	h.record(t0.Add(4*time.Second), nil)
 	if n := testutil.CollectAndCount(achieved); n != 0 {
 		t.Errorf("%d series left after the downstream was removed", n)
+	}
+}
+
+// TestHistoryOutcomes: failures are failed plus dead-lettered deliveries,
+// per second like the other rates; retries too.
+func TestHistoryOutcomes(t *testing.T) {
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	h := NewHistory(2*time.Second, nil)
+	out := func(ok, failed, dead, retries uint64) []shaper.LaneStatus {
+		s := st("printer", 0, 0, 0, 0)
+		s.Delivered = map[shaper.Outcome]uint64{shaper.OutcomeSuccess: ok, shaper.OutcomeFailed: failed, shaper.OutcomeDeadLettered: dead}
+		s.Retries = retries
+		return []shaper.LaneStatus{s}
+	}
+	h.record(t0, out(1, 1, 1, 1))
+	h.record(t0.Add(2*time.Second), out(5, 2, 7, 11))
+	tr := h.snapshot().Downstreams[0]
+	if !reflect.DeepEqual([][]float64{tr.SuccessRate, tr.FailureRate, tr.RetryRate}, [][]float64{{2}, {3.5}, {5}}) {
+		t.Errorf("success %v failure %v retry %v; want 2, 3.5 (1 failed + 6 dead-lettered in 2s) and 5", tr.SuccessRate, tr.FailureRate, tr.RetryRate)
 	}
 }

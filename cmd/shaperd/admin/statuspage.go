@@ -86,6 +86,8 @@ type statusRow struct {
 	BreakerNote        string
 	Refused            []statusChip
 	Succeeded          uint64
+	Failed             uint64 // delivered failed + dead_lettered, as the script's failures
+	DeadLettered       uint64
 }
 
 type statusChip struct{ Class, Text string }
@@ -101,7 +103,8 @@ func statusRows(lanes []downstreamRow) []statusRow {
 		r := statusRow{
 			downstreamRow: dr, FillPct: int(fill*100 + 0.5), BarWidth: strconv.FormatFloat(fill*150, 'f', 1, 64),
 			BarClass: "low", RateText: config.Rate(st.Rate).String(), Succeeded: st.Delivered[shaper.OutcomeSuccess],
-			DeadText: deadText(dr.DeadLetters),
+			DeadText: deadText(dr.DeadLetters), Failed: failures(st),
+			DeadLettered: st.Delivered[shaper.OutcomeDeadLettered],
 		}
 		switch {
 		case fill >= 0.9:
@@ -128,21 +131,16 @@ func statusRows(lanes []downstreamRow) []statusRow {
 	return rows
 }
 
-// classify is the script's classify without the recent refusal rate.
+// classify is the script's classify without the recent refusal and
+// failure rates: a downstream whose deliveries all failed is red ("failing")
+// whatever its depth.
 func classify(st shaper.LaneStatus, fill float64) (class, state, note string) {
+	if c, s, n, ok := held(st); ok {
+		return c, s, n
+	}
 	switch {
-	case st.Removing:
-		return "idle", "removing", "draining what it holds"
-	case st.Paused:
-		return "paused", "paused", "by the admin API; jobs keep queueing"
-	case st.Breaker == shaper.BreakerOpen:
-		note := "downstream failing; jobs held"
-		if st.BreakerUntil != nil {
-			note += " until a probe at " + st.BreakerUntil.Format("15:04:05")
-		}
-		return "breaker", "breaker open", note
-	case st.Breaker == shaper.BreakerHalfOpen:
-		return "breaker", "probing", "one probe job decides whether the breaker closes"
+	case failures(st) > 0 && st.Delivered[shaper.OutcomeSuccess] == 0:
+		return "failing", "failing", fmt.Sprintf("%d deliveries failed, none succeeded", failures(st))
 	case st.PushbackUntil != nil:
 		return "paused", "pushback", "backend asked to wait until " + st.PushbackUntil.Format("15:04:05")
 	case fill >= 0.9:
@@ -153,6 +151,26 @@ func classify(st shaper.LaneStatus, fill float64) (class, state, note string) {
 		return "calm", "flowing", "under its rate"
 	}
 	return "calm", "idle", "nothing queued"
+}
+
+// held is the state of a lane that starts nothing: removing, paused, or
+// held by its breaker.
+func held(st shaper.LaneStatus) (class, state, note string, ok bool) {
+	switch {
+	case st.Removing:
+		return "idle", "removing", "draining what it holds", true
+	case st.Paused:
+		return "paused", "paused", "by the admin API; jobs keep queueing", true
+	case st.Breaker == shaper.BreakerOpen:
+		note := "downstream failing; jobs held"
+		if st.BreakerUntil != nil {
+			note += " until a probe at " + st.BreakerUntil.Format("15:04:05")
+		}
+		return "breaker", "breaker open", note, true
+	case st.Breaker == shaper.BreakerHalfOpen:
+		return "breaker", "probing", "one probe job decides whether the breaker closes", true
+	}
+	return "", "", "", false
 }
 
 // breakerChip is the breaker cell: its chip class and text, and a note.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/shaperd/shaper/shaper"
 )
 
 // harnessResult is what testdata/statuspage_harness.js prints.
@@ -81,6 +83,12 @@ func runPageScript(t *testing.T, a *testAdmin) harnessResult {
 func TestStatusPageScript(t *testing.T) {
 	a := deadFixture(t)
 	a.lanes.fill("printer", 3)
+	if err := a.lanes.edit("erp", func(st *shaper.LaneStatus) {
+		st.Delivered = map[shaper.Outcome]uint64{shaper.OutcomeDeadLettered: 4}
+		st.Retries = 9
+	}); err != nil {
+		t.Fatal(err)
+	}
 	res := runPageScript(t, a)
 	if len(res.Errors) > 0 {
 		t.Fatalf("the script threw:\n%s", strings.Join(res.Errors, "\n"))
@@ -90,12 +98,16 @@ func TestStatusPageScript(t *testing.T) {
 	}
 	dead := map[string]string{}
 	for _, row := range res.Polls[0].Rows {
-		if len(row) != 8 {
-			t.Fatalf("row %q: %d cells, want 8 (the header has 8)", row, len(row))
+		if len(row) != 10 {
+			t.Fatalf("row %q: %d cells, want 10 (the header has 10)", row, len(row))
+		}
+		if strings.HasPrefix(row[0], "erp") && (!strings.HasPrefix(row[0], "erpfailing4 deliveries failed, none succeeded") ||
+			row[3] != "–ok 0 · failed 4 (4 dead-lettered) · retries 9") {
+			t.Errorf("erp (4 dead-lettered, no success) drawn %q / %q, want failing with its failures and retries", row[0], row[3])
 		}
 		for _, name := range []string{"erp", "printer", "zero"} {
 			if strings.HasPrefix(row[0], name) {
-				dead[name] = row[5]
+				dead[name] = row[6]
 			}
 		}
 	}

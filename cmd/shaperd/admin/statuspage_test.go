@@ -167,3 +167,32 @@ func TestQuotaText(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusPageFailing: a downstream whose deliveries all failed (here
+// dead-lettered) is red "failing" even with an empty queue, its failures
+// count failed and dead_lettered, and its retries are shown; one that has
+// also succeeded is left to the script's recent-rate check.
+func TestStatusPageFailing(t *testing.T) {
+	var buf bytes.Buffer
+	out := func(ok, failed, dead uint64) map[shaper.Outcome]uint64 {
+		return map[shaper.Outcome]uint64{shaper.OutcomeSuccess: ok, shaper.OutcomeFailed: failed, shaper.OutcomeDeadLettered: dead}
+	}
+	err := statusTmpl.Execute(&buf, statusRows(downstreamRows(context.Background(), time.Now(), []shaper.LaneStatus{
+		{Name: "erp", Rate: 2, Capacity: 10, Delivered: out(0, 2, 1594), Retries: 3235},
+		{Name: "printer", Rate: 2, Capacity: 10, Delivered: out(7, 1, 0)},
+	}, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := buf.String()
+	for _, want := range []string{
+		`<tr class="failing"><td class="name"><div class="dsname">erp</div><span class="state">failing</span><div class="note">1596 deliveries failed, none succeeded</div>`,
+		`<div class="note fail">ok 0 · failed 1596 (1594 dead-lettered) · retries 3235</div>`,
+		`<tr class="calm"><td class="name"><div class="dsname">printer</div><span class="state">idle</span>`,
+		`<div class="note fail">ok 7 · failed 1 · retries 0</div>`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("page lacks %s", want)
+		}
+	}
+}
