@@ -25,6 +25,8 @@ func (l *lane) deliver(sink Sink, policy RetryPolicy, job *queue.Job, started ti
 func (l *lane) finish(job *queue.Job, fb Feedback, err error, policy RetryPolicy, now time.Time) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.c.tries++
+	l.c.trySeconds += now.Sub(job.Dispatched).Seconds()
 	if l.inflight >= l.maxInflight() {
 		l.unblock(now) // was at its cap: no catch-up for the time blocked
 	}

@@ -51,6 +51,8 @@ type lane struct {
 // counters back LaneStatus; guarded by lane.mu.
 type counters struct {
 	received, accepted, started, retries, pushbacks uint64
+	tries                                           uint64  // tries answered (finished)
+	trySeconds                                      float64 // their total duration
 	rejected, dropped                               map[Reason]uint64
 	delivered                                       map[Outcome]uint64
 }

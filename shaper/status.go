@@ -42,6 +42,11 @@ type LaneStatus struct {
 	Delivered map[Outcome]uint64 `json:"delivered"` // by outcome
 	Retries   uint64             `json:"retries"`
 	Pushbacks uint64             `json:"pushbacks"`
+	// Tries counts the tries that were answered, and TrySeconds their
+	// total duration (as shaper_delivery_duration_seconds' _count and
+	// _sum): the mean latency over a span is ΔTrySeconds ÷ ΔTries.
+	Tries      uint64  `json:"tries"`
+	TrySeconds float64 `json:"try_seconds"`
 
 	// AdmissionKeys is how many producer keys the lane's in-memory
 	// admission limiter holds now (bounded by its key cap), and
@@ -72,7 +77,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.paused,
 		Removing: l.removed,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
-		Retries: l.c.retries, Pushbacks: l.c.pushbacks,
+		Retries: l.c.retries, Pushbacks: l.c.pushbacks, Tries: l.c.tries, TrySeconds: l.c.trySeconds,
 		Rejected: clone(l.c.rejected, rejectReasons), Dropped: clone(l.c.dropped, dropReasons),
 		Delivered: clone(l.c.delivered, outcomes),
 	}

@@ -151,6 +151,8 @@ func TestStatusPageAgreesWithMetrics(t *testing.T) {
 			Name      string             `json:"name"`
 			Delivered map[string]float64 `json:"delivered"`
 			Retries   float64            `json:"retries"`
+			Tries     float64            `json:"tries"`
+			TrySecs   float64            `json:"try_seconds"`
 		} `json:"downstreams"`
 	}
 	if err := json.Unmarshal([]byte(in.get(t, "/v1/downstreams", 200)), &list); err != nil {
@@ -160,6 +162,14 @@ func TestStatusPageAgreesWithMetrics(t *testing.T) {
 		got := counts{d.Delivered["success"], d.Delivered["failed"] + d.Delivered["dead_lettered"], d.Delivered["dead_lettered"], d.Retries}
 		if got != want[d.Name] {
 			t.Errorf("/v1/downstreams %s: %+v, /metrics %+v", d.Name, got, want[d.Name])
+		}
+		// The latency the page shows is try_seconds ÷ tries: the delivery
+		// histogram's _sum ÷ _count.
+		if c := m(d.Name, "shaper_delivery_duration_seconds_count", ""); d.Tries != c || d.Tries == 0 {
+			t.Errorf("/v1/downstreams %s: %v tries, /metrics counted %v", d.Name, d.Tries, c)
+		}
+		if sum := m(d.Name, "shaper_delivery_duration_seconds_sum", ""); math.Abs(d.TrySecs-sum) > 0.05*sum+0.01 {
+			t.Errorf("/v1/downstreams %s: %.4f s of tries, /metrics summed %.4f s", d.Name, d.TrySecs, sum)
 		}
 	}
 

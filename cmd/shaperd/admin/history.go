@@ -40,7 +40,9 @@ type History struct {
 type laneHistory struct {
 	prevAt                      time.Time
 	prevStarted, prevRej, prevD uint64
-	prevOK, prevFail, prevRetry uint64 // delivered success, failed + dead_lettered, retries
+	prevOK, prevFail, prevRetry uint64  // delivered success, failed + dead_lettered, retries
+	prevTries                   uint64  // tries answered
+	prevTrySeconds              float64 // their total duration
 	ring                        [historySamples]sample
 	head, n                     int // ring[head] is the oldest of n samples
 }
@@ -50,6 +52,7 @@ type sample struct {
 	depth, capacity, inflight         int
 	rate, achieved, rejected, dropped float64 // per second
 	succeeded, failed, retried        float64 // per second
+	latency                           float64 // mean seconds of the tries answered since the last sample; 0 = none
 	paused                            bool    // by the admin API or pushback
 }
 
@@ -100,7 +103,7 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 		lh := h.lanes[st.Name]
 		if lh == nil {
 			h.lanes[st.Name] = &laneHistory{prevAt: now, prevStarted: st.Started, prevRej: rej, prevD: drop,
-				prevOK: ok, prevFail: fail, prevRetry: st.Retries}
+				prevOK: ok, prevFail: fail, prevRetry: st.Retries, prevTries: st.Tries, prevTrySeconds: st.TrySeconds}
 			h.setAchieved(st.Name, 0)
 			continue
 		}
@@ -117,10 +120,12 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 			succeeded: perSecond(lh.prevOK, ok, dt),
 			failed:    perSecond(lh.prevFail, fail, dt),
 			retried:   perSecond(lh.prevRetry, st.Retries, dt),
+			latency:   meanLatency(lh.prevTries, st.Tries, lh.prevTrySeconds, st.TrySeconds),
 			paused:    st.Paused || st.PushbackUntil != nil,
 		})
 		lh.prevAt, lh.prevStarted, lh.prevRej, lh.prevD = now, st.Started, rej, drop
 		lh.prevOK, lh.prevFail, lh.prevRetry = ok, fail, st.Retries
+		lh.prevTries, lh.prevTrySeconds = st.Tries, st.TrySeconds
 		h.setAchieved(st.Name, lh.ring[(lh.head+lh.n-1)%len(lh.ring)].achieved)
 	}
 	for name := range h.lanes {
@@ -210,7 +215,10 @@ type DownstreamTrend struct {
 	SuccessRate  []float64 `json:"success_rate"`
 	FailureRate  []float64 `json:"failure_rate"`
 	RetryRate    []float64 `json:"retry_rate"`
-	Paused       []bool    `json:"paused"` // by the admin API or a pushback
+	// LatencySeconds is the mean duration of the tries answered in each
+	// sample's span (0: none answered).
+	LatencySeconds []float64 `json:"latency_seconds"`
+	Paused         []bool    `json:"paused"` // by the admin API or a pushback
 }
 
 // snapshot copies the history out for serving.
@@ -229,12 +237,14 @@ func (h *History) snapshot() HistoryResponse {
 			AchievedRate: make([]float64, lh.n), RejectedRate: make([]float64, lh.n),
 			DroppedRate: make([]float64, lh.n), Paused: make([]bool, lh.n),
 			SuccessRate: make([]float64, lh.n), FailureRate: make([]float64, lh.n), RetryRate: make([]float64, lh.n),
+			LatencySeconds: make([]float64, lh.n),
 		}
 		for i := range lh.n {
 			s := lh.ring[(lh.head+i)%len(lh.ring)]
 			tr.TimeUnixMs[i], tr.Depth[i], tr.Capacity[i], tr.Inflight[i] = s.at.UnixMilli(), s.depth, s.capacity, s.inflight
 			tr.Rate[i], tr.AchievedRate[i], tr.RejectedRate[i], tr.DroppedRate[i] = s.rate, s.achieved, s.rejected, s.dropped
 			tr.SuccessRate[i], tr.FailureRate[i], tr.RetryRate[i] = s.succeeded, s.failed, s.retried
+			tr.LatencySeconds[i] = s.latency
 			tr.Paused[i] = s.paused
 		}
 		out.Downstreams = append(out.Downstreams, tr)
@@ -247,4 +257,14 @@ func (h *History) snapshot() HistoryResponse {
 func (h *handlers) serveHistory(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(h.History.snapshot()) // the client may have gone
+}
+
+// meanLatency is the mean duration of the tries answered between two
+// samples: Δseconds ÷ Δtries, 0 when none was answered (or a counter went
+// back: the lane was re-created).
+func meanLatency(prevTries, tries uint64, prevSeconds, seconds float64) float64 {
+	if tries <= prevTries || seconds < prevSeconds {
+		return 0
+	}
+	return (seconds - prevSeconds) / float64(tries-prevTries)
 }

@@ -21,6 +21,12 @@ func st(name string, depth int, started, rejected, dropped uint64) shaper.LaneSt
 		Dropped:  map[shaper.Reason]uint64{shaper.ReasonExpired: dropped}}
 }
 
+// withTries sets a status's answered tries and their total duration.
+func withTries(s shaper.LaneStatus, tries uint64, seconds float64) shaper.LaneStatus {
+	s.Tries, s.TrySeconds = tries, seconds
+	return s
+}
+
 func TestHistoryRecord(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	h := NewHistory(2*time.Second, nil)
@@ -29,8 +35,8 @@ func TestHistoryRecord(t *testing.T) {
 		lanes []shaper.LaneStatus
 	}{
 		{0, []shaper.LaneStatus{st("printer", 0, 10, 0, 0)}},                                     // baseline only
-		{2 * time.Second, []shaper.LaneStatus{st("printer", 7, 14, 6, 0)}},                       // 2/s, 3 rejected/s
-		{4 * time.Second, []shaper.LaneStatus{st("printer", 9, 14, 6, 1)}},                       // stalled, a drop
+		{2 * time.Second, []shaper.LaneStatus{withTries(st("printer", 7, 14, 6, 0), 4, 0.2)}},    // 2/s, 3 rejected/s, 4 tries of 50 ms
+		{4 * time.Second, []shaper.LaneStatus{withTries(st("printer", 9, 14, 6, 1), 4, 0.2)}},    // stalled, a drop, no answer
 		{6 * time.Second, []shaper.LaneStatus{st("printer", 0, 3, 0, 0), st("erp", 1, 0, 0, 0)}}, // reset; erp's baseline
 		{6 * time.Second, []shaper.LaneStatus{st("printer", 0, 3, 0, 0)}},                        // same instant: skipped; erp gone
 	}
@@ -39,19 +45,20 @@ func TestHistoryRecord(t *testing.T) {
 	}
 	ms := func(d time.Duration) int64 { return t0.Add(d).UnixMilli() }
 	want := HistoryResponse{IntervalSeconds: 2, MaxSamples: historySamples, Downstreams: []DownstreamTrend{{
-		Name:         "printer",
-		TimeUnixMs:   []int64{ms(2 * time.Second), ms(4 * time.Second), ms(6 * time.Second)},
-		Depth:        []int{7, 9, 0},
-		Capacity:     []int{10, 10, 10},
-		Inflight:     []int{0, 0, 0},
-		Rate:         []float64{2, 2, 2},
-		AchievedRate: []float64{2, 0, 1.5}, // the reset counts 3 starts from zero
-		RejectedRate: []float64{3, 0, 0},
-		DroppedRate:  []float64{0, 0.5, 0},
-		SuccessRate:  []float64{0, 0, 0},
-		FailureRate:  []float64{0, 0, 0},
-		RetryRate:    []float64{0, 0, 0},
-		Paused:       []bool{false, false, false},
+		Name:           "printer",
+		TimeUnixMs:     []int64{ms(2 * time.Second), ms(4 * time.Second), ms(6 * time.Second)},
+		Depth:          []int{7, 9, 0},
+		Capacity:       []int{10, 10, 10},
+		Inflight:       []int{0, 0, 0},
+		Rate:           []float64{2, 2, 2},
+		AchievedRate:   []float64{2, 0, 1.5}, // the reset counts 3 starts from zero
+		RejectedRate:   []float64{3, 0, 0},
+		DroppedRate:    []float64{0, 0.5, 0},
+		SuccessRate:    []float64{0, 0, 0},
+		FailureRate:    []float64{0, 0, 0},
+		RetryRate:      []float64{0, 0, 0},
+		LatencySeconds: []float64{0.05, 0, 0}, // the reset's counters went back: no figure
+		Paused:         []bool{false, false, false},
 	}}}
 	if got := h.snapshot(); !reflect.DeepEqual(got, want) {
 		t.Errorf("snapshot =\n%+v\nwant\n%+v", got, want)

@@ -81,6 +81,7 @@ type statusRow struct {
 	RateText           string
 	EffectiveText      string // the effective rate, in the unit of RateText
 	QuotaText          string // the advertised quota, as the script's fmtQuota; "–" if none
+	LatencyText        string // the mean try duration since start, as the script's fmtLatency
 	BreakerClass       string // chip class: ok, half (probing), open (red)
 	BreakerText        string
 	BreakerNote        string
@@ -115,6 +116,7 @@ func statusRows(lanes []downstreamRow) []statusRow {
 		r.Class, r.State, r.Note = classify(st, fill)
 		r.EffectiveText = sameUnit(st.EffectiveRate, st.Rate)
 		r.QuotaText = quotaText(st.AdvertisedQuota)
+		r.LatencyText = latencyText(st.Tries, st.TrySeconds)
 		r.BreakerClass, r.BreakerText, r.BreakerNote = breakerChip(st)
 		for _, m := range []struct {
 			counts map[shaper.Reason]uint64
@@ -236,4 +238,17 @@ func quotaText(q *shaper.AdvertisedQuota) string {
 		s += fmt.Sprintf(" (%d left)", *q.Remaining)
 	}
 	return s
+}
+
+// latencyText is the mean try duration since start: "42 ms", "1.5 s", or
+// "–" before the first answer.
+func latencyText(tries uint64, seconds float64) string {
+	if tries == 0 || seconds <= 0 {
+		return "–"
+	}
+	mean := seconds / float64(tries)
+	if mean < 1 {
+		return fmt.Sprintf("%d ms", int(math.Round(mean*1000)))
+	}
+	return strconv.FormatFloat(math.Round(mean*100)/100, 'f', -1, 64) + " s"
 }

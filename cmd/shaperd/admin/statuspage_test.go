@@ -196,3 +196,19 @@ func TestStatusPageFailing(t *testing.T) {
 		}
 	}
 }
+
+func TestLatencyText(t *testing.T) {
+	for _, tc := range []struct {
+		tries   uint64
+		seconds float64
+		want    string
+	}{
+		{0, 0, "–"},
+		{4, 0.168, "42 ms"},
+		{2, 3, "1.5 s"},
+	} {
+		if got := latencyText(tc.tries, tc.seconds); got != tc.want {
+			t.Errorf("latencyText(%d, %v) = %q, want %q", tc.tries, tc.seconds, got, tc.want)
+		}
+	}
+}
