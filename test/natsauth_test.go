@@ -88,7 +88,12 @@ downstreams:` + lane("printer", "50/s", 10, "", ds.URL)
 			done := make(chan error, 1)
 			go func() { done <- d.Run(ctx) }()
 			defer func() { cancel(); <-done }()
-			<-d.Ready()
+			select {
+			case <-d.Ready():
+			case err := <-done:
+				done <- err // for the deferred wait
+				t.Fatalf("daemon stopped before it was ready: %v", err)
+			}
 			waitFor(t, 10*time.Second, func() bool { s, _ := readyz(t, "http://"+d.AdminAddr()); return s == 200 }, "the daemon to connect with its credential")
 			nc, err := nats.Connect(url, tc.producer...)
 			if err != nil {

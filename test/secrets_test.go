@@ -58,7 +58,12 @@ downstreams:
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	<-d.Ready()
+	select {
+	case <-d.Ready():
+	case err := <-done:
+		done <- err // for the deferred wait
+		t.Fatalf("daemon stopped before it was ready: %v", err)
+	}
 	in := &instance{d: d, admin: "http://" + d.AdminAddr()}
 	in.nc, err = nats.Connect(srv.ClientURL(), nats.UserInfo("shaper", password))
 	if err != nil {
