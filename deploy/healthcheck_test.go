@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -23,7 +22,6 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/config"
 )
 
@@ -126,32 +124,7 @@ func runDaemon(t *testing.T, cfg config.Config) string {
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	cfg.NATS.URL = srv.ClientURL()
 	cfg.Admin.Listen = "127.0.0.1:0"
-	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon.Run: %v", err)
-			}
-		case <-time.After(2 * minStopTimeout(cfg.ShutdownGrace)):
-			t.Error("daemon.Run did not return after cancel")
-		}
-	})
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		t.Fatalf("daemon stopped before it was ready: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("daemon not ready within 20s")
-	}
-	return d.AdminAddr()
+	return runConfig(t, cfg, slog.LevelInfo).AdminAddr()
 }
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key

@@ -1,7 +1,6 @@
 package deploy_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	dto "github.com/prometheus/client_model/go"
@@ -21,7 +19,6 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"go.uber.org/goleak"
 
-	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/config"
 )
 
@@ -371,7 +368,7 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 		recSels["record "+name] = r.sels
 	}
 	probe := shaperctl(t) // built before the goroutine check starts
-	defer goleak.VerifyNone(t)
+	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the daemon's cleanup, registered later
 
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1
@@ -389,31 +386,7 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 	adm.Store = config.AdmissionNATS
 	kv.Admission = &adm
 	cfg.Downstreams["printer_kv"] = kv
-	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon.Run: %v", err)
-			}
-		case <-time.After(2 * minStopTimeout(cfg.ShutdownGrace)):
-			t.Error("daemon.Run did not return after cancel")
-		}
-	}()
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		t.Fatalf("daemon stopped before it was ready: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("daemon not ready within 20s")
-	}
+	d := runConfig(t, cfg, slog.LevelInfo)
 
 	mfs, err := d.Registry().Gather()
 	if err != nil {

@@ -332,33 +332,11 @@ downstreams:
 	return path
 }
 
-// runPromDaemon starts the daemon in-process and stops it when the test ends.
+// runPromDaemon starts the daemon in-process on the config at path and
+// stops it when the test ends.
 func runPromDaemon(t *testing.T, path string) *daemon.Daemon {
 	t.Helper()
-	cfg := loadConfig(t, path)
-	d, err := daemon.New(cfg, daemon.Options{Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))})
-	if err != nil {
-		t.Fatalf("daemon.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(2 * minStopTimeout(cfg.ShutdownGrace)):
-			t.Error("daemon.Run did not return after cancel")
-		}
-	})
-	select {
-	case <-d.Ready():
-	case err := <-done:
-		t.Fatalf("daemon stopped before it was ready: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("daemon not ready within 20s")
-	}
-	return d
+	return runConfig(t, loadConfig(t, path), slog.LevelError)
 }
 
 // drive publishes jobs every 10 ms tick (healthy on every 7th, failing on
