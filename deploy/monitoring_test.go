@@ -367,7 +367,7 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 	for name, r := range rec {
 		recSels["record "+name] = r.sels
 	}
-	probe := shaperctl(t) // built before the goroutine check starts
+	probe := shaperctl(t)                      // built before the goroutine check starts
 	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the daemon's cleanup, registered later
 
 	opts := natsserver.DefaultTestOptions
