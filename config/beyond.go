@@ -2,9 +2,10 @@ package config
 
 import "github.com/shaperd/shaper/shaper"
 
-// validateBeyond checks the keys of issue 7's policies (README "Beyond a
-// plain leaky bucket"). p is "downstreams.NAME.".
-func (d Downstream) validateBeyond(v validator, p string) {
+// validatePolicies checks the keys of a downstream's policies beyond a
+// plain leaky bucket (cost, would-expire, shadow, rate control, fairness).
+// p is "downstreams.NAME.".
+func (d Downstream) validatePolicies(v validator, p string) {
 	if k := p + "rate_control"; v.ok(k) && d.RateControl != RateFixed && d.RateControl != RateAdaptive {
 		v.add(k, "%q is not a rate control; use fixed or adaptive", d.RateControl)
 	}
@@ -40,10 +41,10 @@ func (d Downstream) validateBeyond(v validator, p string) {
 	}
 }
 
-// beyond converts d's issue-7 keys into the shaper's settings.
-func (d Downstream) beyond() shaper.Beyond {
+// policies converts d's policy keys into the shaper's settings.
+func (d Downstream) policies() shaper.Policies {
 	w, _ := d.Queue.Weights.Parse() // validated
-	return shaper.Beyond{
+	return shaper.Policies{
 		MaxCost:           d.Queue.MaxCost,
 		RejectWouldExpire: d.Queue.RejectWouldExpire,
 		Shadow:            d.Shadow,

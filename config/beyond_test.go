@@ -7,8 +7,8 @@ import (
 	"github.com/shaperd/shaper/shaper"
 )
 
-// TestBeyondFailures asserts the exact messages for issue 7's keys.
-func TestBeyondFailures(t *testing.T) {
+// TestPoliciesFailures asserts the exact messages for the policy keys.
+func TestPoliciesFailures(t *testing.T) {
 	t.Parallel()
 	_, err := LoadWith("testdata/beyond_bad.yaml", noEnv)
 	want := `downstreams.erp.queue.fairness: key needs queue.backend memory (fair queuing is in memory only); use backend: memory, or fairness: none (env SHAPER_DOWNSTREAMS_ERP_QUEUE_FAIRNESS)
@@ -23,17 +23,17 @@ downstreams.printer.queue.weights: expected weights like gold=3,silver=2, got a 
 	}
 }
 
-func TestBeyondSettings(t *testing.T) {
+func TestPoliciesSettings(t *testing.T) {
 	t.Parallel()
 	cfg, err := LoadWith("testdata/beyond_full.yaml", Options{Environ: []string{"SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST=8"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := cfg.ShaperSettings().Lanes[0].Beyond
-	want := shaper.Beyond{MaxCost: 8, RejectWouldExpire: true, Shadow: true, AdmissionShadow: true,
+	got := cfg.ShaperSettings().Lanes[0].Policies
+	want := shaper.Policies{MaxCost: 8, RejectWouldExpire: true, Shadow: true, AdmissionShadow: true,
 		Adaptive: true, Fairness: true, KeyCapacity: 20, Weights: map[string]int{"Gold": 3, "silver": 2}}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Beyond = %+v, want %+v", got, want)
+		t.Errorf("Policies = %+v, want %+v", got, want)
 	}
 	next := cfg
 	next.Downstreams = map[string]Downstream{"gql": cfg.Downstreams["gql"]}

@@ -35,7 +35,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			DeadLetter:  d.DeadLetterSubject(name),
 			DeadLetters: shaper.DeadLetterLimits{MaxAge: d.DeadLetters.MaxAge, MaxCount: d.DeadLetters.MaxCount},
 			Durable:     d.Queue.Backend == BackendJetStream,
-			Beyond:      d.beyond(),
+			Policies:    d.policies(),
 			Breaker:     d.breaker(),
 
 			AdmissionStore: d.Admission.store(),

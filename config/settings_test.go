@@ -31,7 +31,7 @@ func TestShaperSettings(t *testing.T) {
 				Sink:        shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
 				DeadLetter:  "shaper.dead.legacy-erp",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 168 * time.Hour, MaxCount: 10000},
-				Beyond:      shaper.Beyond{MaxCost: 1},
+				Policies:    shaper.Policies{MaxCost: 1},
 			},
 			{
 				Name: "printer", Rate: 2, Concurrency: 1, Capacity: 10, MaxWait: 5 * time.Minute,
@@ -41,7 +41,7 @@ func TestShaperSettings(t *testing.T) {
 					Timeout: 10 * time.Second, Headers: http.Header{"X-Api-Key": {"secret-key"}}}},
 				DeadLetter:  "shaper.dead.printer",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 24 * time.Hour, MaxCount: 500},
-				Beyond:      shaper.Beyond{MaxCost: 1},
+				Policies:    shaper.Policies{MaxCost: 1},
 			},
 		},
 	}

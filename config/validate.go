@@ -182,7 +182,7 @@ func (d Downstream) validate(v validator, p, prefix string) {
 		v.add(k, "%q is not a queue backend; use jetstream or memory", d.Queue.Backend)
 	}
 	v.duration(p+"queue.max_wait", d.Queue.MaxWait, 0, MaxMaxWait)
-	d.validateBeyond(v, p)
+	d.validatePolicies(v, p)
 	d.validateBreaker(v, p)
 	if d.Admission != nil {
 		d.Admission.validate(v, p+"admission.")

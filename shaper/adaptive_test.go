@@ -255,7 +255,7 @@ func TestAdaptiveRetryAfterWindow(t *testing.T) {
 		achieved, refused := judge(sink, r.t0, 2*time.Second, 20)
 		l := r.h.sh.allLanes()[0]
 		l.mu.Lock()
-		memory := l.ctl.mem()
+		memory := l.adaptive.Memory()
 		l.mu.Unlock()
 		t.Logf("10 s window: %.1f %% of capacity, %.2f %% refused; %v cuts in 60 s; memory %v",
 			100*achieved, 100*refused, r.cuts(), memory)
@@ -356,24 +356,4 @@ func TestAdaptiveRecovers(t *testing.T) {
 			t.Errorf("rate after lowering the ceiling %v, want 20", r)
 		}
 	})
-}
-
-func TestAnswerRing(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	var r answerRing
-	for i := range 100 { // 50/s for 2 s
-		r.add(t0.Add(time.Duration(i) * 20 * time.Millisecond))
-	}
-	now := t0.Add(2 * time.Second)
-	for _, tc := range []struct {
-		span time.Duration
-		want float64
-	}{{time.Second, 50}, {2 * time.Second, 50}, {4 * time.Second, 25}, {time.Hour, 100.0 / 31.9}} {
-		if got := r.delivered(now, tc.span); math.Abs(got-tc.want) > 0.5 {
-			t.Errorf("delivered over %v = %.2f, want %.2f", tc.span, got, tc.want)
-		}
-	}
-	if got := r.delivered(now.Add(40*time.Second), time.Second); got != 0 {
-		t.Errorf("delivered after the ring's span %v, want 0", got)
-	}
 }

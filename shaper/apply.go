@@ -64,17 +64,18 @@ func (s *Shaper) Apply(set Settings) error {
 		return err
 	}
 	s.grace = set.ShutdownGrace
+	now := time.Now()
 	keep := make(map[string]bool, len(plans))
 	for _, p := range plans {
 		keep[p.cfg.Name] = true
-		s.applyLane(p)
+		s.applyLane(p, now)
 	}
 	for name, l := range s.active {
 		if !keep[name] {
-			s.removeLane(l)
+			s.removeLane(l, now)
 		}
 	}
-	s.restoreKept(kept, time.Now())
+	s.restoreKept(kept, now)
 	return nil
 }
 
@@ -143,11 +144,11 @@ func (s *Shaper) findLane(name string) *lane {
 	return nil
 }
 
-// applyLane creates or updates one lane. Requires s.mu.
-func (s *Shaper) applyLane(p lanePlan) {
+// applyLane creates or updates one lane at now. Requires s.mu.
+func (s *Shaper) applyLane(p lanePlan, now time.Time) {
 	l := p.l
 	if l == nil {
-		l = newLane(s, p.cfg, p.sink, p.adm, p.q)
+		l = newLane(s, p.cfg, p.sink, p.adm, p.q, now)
 		s.active[l.name], s.all[l] = l, struct{}{}
 		s.log.Info("downstream added", "downstream", l.name, "rate", p.cfg.Rate)
 		return
@@ -155,7 +156,7 @@ func (s *Shaper) applyLane(p lanePlan) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.removed = false
-	l.setConfig(p.cfg)
+	l.setConfig(p.cfg, now)
 	if p.sink != nil {
 		s.retired = append(s.retired, l.sink)
 		l.sink = p.sink
@@ -164,21 +165,20 @@ func (s *Shaper) applyLane(p lanePlan) {
 		l.adm = p.adm
 	}
 	l.noteAdmitter()
-	l.reschedule()
+	l.reschedule(now)
 	s.active[l.name] = l
 }
 
-// removeLane stops intake of l and lets it drain. Requires s.mu.
-func (s *Shaper) removeLane(l *lane) {
+// removeLane stops intake of l at now and lets it drain. Requires s.mu.
+func (s *Shaper) removeLane(l *lane, now time.Time) {
 	delete(s.active, l.name)
 	l.mu.Lock()
 	l.removed = true
 	if l.paused { // nobody could resume it any more: drain now
 		l.paused = false
-		l.unblock(time.Now())
-		l.updatePaused()
+		l.sched.restartFrom(now)
 	}
-	l.reschedule()
+	l.reschedule(now)
 	idle := l.idle()
 	l.mu.Unlock()
 	s.log.Info("downstream removed from config; draining what it holds", "downstream", l.name)

@@ -51,28 +51,23 @@ func (l *lane) level(now time.Time) int { return l.q.Cost() + l.leaking(now) }
 // leaking is the part of level the last start still holds: the slots of
 // its drain intervals not yet over at now. Requires l.mu.
 func (l *lane) leaking(now time.Time) int {
-	if l.last.IsZero() {
-		return 0
-	}
-	if left := l.last.Add(l.drainOf(l.lastCost)).Sub(now); left > 0 {
-		return int((left + l.interval - 1) / l.interval)
-	}
-	return 0
+	n, _ := l.sched.held(now)
+	return n
 }
 
 // slotFreesIn is the Retry-After for a full queue: the time until the lane's
-// next start frees a slot (after any pushback pause or open breaker). When that start is
-// already due the slot goes to whoever comes first, so the answer is one
+// next start frees a slot (no earlier than its policies allow: after a
+// pushback pause or an open breaker). When that start is already due the slot goes to whoever comes first, so the answer is one
 // interval. While the lane is paused by the admin API no start is scheduled
 // and the answer is 0 (unknown). Requires l.mu.
 func (l *lane) slotFreesIn(now time.Time) time.Duration {
 	if l.paused {
 		return 0
 	}
-	if d := l.brk.gate(later(l.next, l.pushback)).Sub(now); d > 0 {
+	if d := l.nextStartAt(now).Sub(now); d > 0 {
 		return d
 	}
-	return l.interval
+	return l.sched.interval
 }
 
 // levelFreesIn is the Retry-After for a job that finds the bucket need
@@ -87,21 +82,16 @@ func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
 		return 0
 	}
 	need = max(need, 1)
-	held, first := 0, time.Duration(0)
-	if !l.last.IsZero() {
-		if r := l.last.Add(l.drainOf(l.lastCost)).Sub(now); r > 0 {
-			held = int((r + l.interval - 1) / l.interval)
-			first = r - time.Duration(held-1)*l.interval
-		}
-	}
+	held, first := l.sched.held(now)
+	iv := l.sched.interval
 	if need <= held {
-		return first + time.Duration(need-1)*l.interval
+		return first + time.Duration(need-1)*iv
 	}
-	next := later(l.brk.gate(later(l.next, l.pushback)), now)
+	next := later(l.nextStartAt(now), now)
 	if held > 0 {
-		next = later(next, now.Add(first+time.Duration(held-1)*l.interval))
+		next = later(next, now.Add(first+time.Duration(held-1)*iv))
 	}
-	return next.Sub(now) + time.Duration(need-held)*l.interval
+	return next.Sub(now) + time.Duration(need-held)*iv
 }
 
 // freesIn is the Retry-After for the need-th start from now: slotFreesIn,
@@ -112,7 +102,7 @@ func (l *lane) freesIn(now time.Time, need int) time.Duration {
 	if d == 0 {
 		return 0
 	}
-	return d + l.drainOf(need) - l.interval
+	return d + l.drainOf(need) - l.sched.interval
 }
 
 // dropExpiredFront drops expired jobs at the front of a full queue so they

@@ -12,7 +12,8 @@ import (
 	"github.com/shaperd/shaper/shaper/admission"
 )
 
-// Reason is why a job was rejected or dropped. The values are SPEC.md's.
+// Reason is why a job was rejected or dropped; the values are the
+// reason labels of the metrics and the dead letters.
 type Reason string
 
 // Rejection reasons (never accepted) and drop reasons (accepted, then lost).
@@ -85,6 +86,15 @@ func (e *PushbackError) Error() string {
 }
 func (e *PushbackError) Unwrap() error { return e.Err }
 
+// OverloadError reports an answer meaning "too many requests" that carries
+// no usable Retry-After (HTTP 429 or 503 without one). The lane retries it
+// with backoff like any failure; under adaptive rate control it also cuts
+// the rate, and it counts as a failure for the breaker.
+type OverloadError struct{ Err error }
+
+func (e *OverloadError) Error() string { return e.Err.Error() }
+func (e *OverloadError) Unwrap() error { return e.Err }
+
 // PermanentError reports a failure that retrying cannot fix (HTTP 4xx).
 type PermanentError struct{ Err error }
 
@@ -137,12 +147,13 @@ type LaneSettings struct {
 	// Breaker is the lane's circuit breaker; the zero value is off.
 	Breaker BreakerSettings
 
-	Beyond // issue 7's policies; the zero value turns every one off
+	Policies // the zero value turns every one off
 }
 
-// Beyond holds the policies beyond a plain leaky bucket (README "Beyond a
-// plain leaky bucket"). The zero value turns each one off.
-type Beyond struct {
+// Policies are a lane's policies beyond a plain leaky bucket: job cost,
+// deadline-aware admission, shadow mode, adaptive rate, fairness and
+// several admission limits. The zero value turns each one off.
+type Policies struct {
 	// MaxCost is the highest Job.Cost accepted (queue.max_cost); 0 = 1. A
 	// job of cost N takes N slots of capacity, N admission tokens and N
 	// intervals of drain time.

@@ -12,7 +12,8 @@ import (
 // ReasonWouldExpire, rather than accepted only to be dropped as expired.
 //
 // The prediction is the leaky bucket's own arithmetic: the lane's next slot
-// (after any pushback pause or open breaker) plus the queued cost ahead of the job times the
+// (no earlier than its policies allow: after a pushback pause or an open
+// breaker) plus the queued cost ahead of the job times the
 // interval, plus the scheduler's lateness budget (catchUp, 20 ms) as a
 // margin. It ignores jobs that will expire ahead of it and retries still
 // to come, so it errs on the side of admitting. While the lane is paused by
@@ -22,7 +23,7 @@ import (
 // predictStart is when a job with ahead slots of cost before it would start.
 // Requires l.mu.
 func (l *lane) predictStart(now time.Time, ahead int) time.Time {
-	return later(l.brk.gate(later(l.next, l.pushback)), now).Add(time.Duration(ahead) * l.interval)
+	return later(l.nextStartAt(now), now).Add(time.Duration(ahead) * l.sched.interval)
 }
 
 // checkDeadline rejects job as would_expire when its predicted start passes

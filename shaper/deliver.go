@@ -7,72 +7,101 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // deliver runs one try of job in its own goroutine and books the outcome.
-func (l *lane) deliver(sink Sink, policy RetryPolicy, job *queue.Job, started time.Time) {
+func (l *lane) deliver(sink Sink, retry RetryPolicy, job *queue.Job, started time.Time) {
 	fb, err := sink.Deliver(l.s.dctx, job)
 	done := time.Now()
 	l.m.duration.Observe(done.Sub(started).Seconds())
-	if l.finish(job, fb, err, policy, done) {
+	if l.finish(job, fb, err, retry, done) {
 		l.s.forget(l)
 	}
 }
 
-// finish classifies a try's error and acts on it (SPEC "Delivery to a
-// downstream"), after booking what the answer said of the downstream's
-// limit (fb). It reports whether a removed lane is now finished.
-func (l *lane) finish(job *queue.Job, fb Feedback, err error, policy RetryPolicy, now time.Time) (gone bool) {
+// finish books a try's answer at now: every policy books it (what it said
+// of the downstream's limit, fb, included), then the job is dealt with by
+// its error: success, kept or dropped at shutdown, pushback, permanent
+// failure, or a retry. It reports whether a removed lane is now finished.
+func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy, now time.Time) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.c.tries++
 	l.c.trySeconds += now.Sub(job.Dispatched).Seconds()
-	if l.inflight >= l.maxInflight() {
-		l.unblock(now) // was at its cap: no catch-up for the time blocked
+	if l.inflight >= l.limit {
+		l.sched.restartFrom(now) // was at its cap: no catch-up for the time blocked
 	}
 	l.inflight--
 	l.m.inflight.Set(float64(l.inflight))
-	l.noteFeedback(job, fb, err, now)
-	l.adapt(job, err, now)
-	l.breakerDone(job, err, now)
-	var pb *PushbackError
-	var perm *PermanentError
+	if fb.Malformed > 0 {
+		l.m.badHeaders.Add(float64(fb.Malformed))
+	}
+	a := l.answer(job, fb, err)
+	for _, p := range l.policies {
+		p.Finished(now, a)
+	}
+	l.gate(now) // a rate the answer changed applies from here
 	switch {
 	case err == nil:
 		// A durable queue holds the store's slot to the end of the job's
 		// interval, as level() does for the memory queue.
-		l.q.Ack(job, job.Slot.Add(l.drainOf(queue.JobCost(job))))
+		l.q.Ack(job, job.Slot.Add(l.sched.drainOf(queue.JobCost(job))))
 		l.countOutcome(OutcomeSuccess)
-	case l.s.dctx.Err() != nil && l.q.Keep(job):
+	case a.Cancelled && l.q.Keep(job):
 		// cancelled at shutdown: stays stored, redelivered after a restart
-	case l.s.dctx.Err() != nil:
+	case a.Cancelled:
 		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())
-	case errors.As(err, &pb):
-		l.onPushback(job, pb, now)
-	case errors.As(err, &perm):
+	case a.Class == policy.PushedBack:
+		l.onPushback(job, err, now)
+	case a.Class == policy.Refused:
 		l.fail(job, err)
 	default:
-		l.onError(job, err, policy, now)
+		l.onError(job, err, retry, now)
 	}
-	l.reschedule()
+	l.reschedule(now)
 	return l.idle()
 }
 
-// onPushback pauses the lane until now+RetryAfter (never shortening a pause
-// already running) and puts job back at the front. The try does not count
+// answer is what the policies book of a try's answer. Requires l.mu.
+func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
+	a := policy.Answer{Try: policy.Try{Job: job}, Quota: fb.Quota, Inflight: l.inflight,
+		Cancelled: l.s.dctx.Err() != nil, Err: err}
+	a.Class, a.RetryAfter = classify(err)
+	return a
+}
+
+// classify is the class of a sink's error (see Sink), and a pushback's
+// wait.
+func classify(err error) (policy.Class, time.Duration) {
+	var pb *PushbackError
+	var perm *PermanentError
+	var ov *OverloadError
+	switch {
+	case err == nil:
+		return policy.Succeeded, 0
+	case errors.As(err, &pb):
+		return policy.PushedBack, max(pb.RetryAfter, 0)
+	case errors.As(err, &perm):
+		return policy.Refused, 0
+	case errors.As(err, &ov):
+		return policy.Overloaded, 0
+	}
+	return policy.Failed, 0
+}
+
+// onPushback puts job back at the front after the downstream asked to
+// wait (the pushback policy paused the lane). The try does not count
 // against MaxAttempts; the job's deadline bounds the waiting. Requires l.mu.
-func (l *lane) onPushback(job *queue.Job, pb *PushbackError, now time.Time) {
+func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
+	var pb *PushbackError
+	errors.As(err, &pb)
 	l.c.pushbacks++
 	l.m.pushbacks.Inc()
-	until := now.Add(max(pb.RetryAfter, 0))
-	if until.After(l.pushback) {
-		l.pushback = until
-	}
-	l.next = later(l.next, l.pushback)
-	l.updatePaused()
+	until := l.pushback.Until()
 	l.s.log.Info("downstream pushed back; lane paused", "downstream", l.name,
-		"job_id", job.ID, "attempt", job.Attempt, "until", l.pushback, "error", pb.Error())
-	if !job.Deadline.IsZero() && l.pushback.After(job.Deadline) {
+		"job_id", job.ID, "attempt", job.Attempt, "until", until, "error", pb.Error())
+	if !job.Deadline.IsZero() && until.After(job.Deadline) {
 		l.drop(job, ReasonExpired, "downstream pushback outlasts max wait: "+pb.Error())
 		return
 	}

@@ -27,25 +27,39 @@
 //
 // One scheduler goroutine owns one time.Timer and a min-heap of lanes keyed
 // by when each next wants to start; there is no goroutine or timer per job
-// or per lane. Starts follow an absolute schedule: each start takes slot
-// s = max(next, the job's ready time), then next = s + 1/rate. A scheduler
-// that wakes late starts every slot it missed, but never slots older than
-// 20 ms (catch-up bound). A lane that could not start — empty, paused, at
-// its concurrency cap, waiting out a pushback — restarts its schedule from
-// the moment it could (no catch-up after idle). Hence starts never exceed
-// rate×W + 1 over a window W except for the bounded catch-up, and the
-// long-run rate equals the configured rate. Each delivery runs in its own
+// or per lane. Starts follow an absolute schedule (schedule.go, the only
+// writer of a lane's next slot and rate): each start takes slot s = max(next,
+// the job's ready time, the policies' NotBefore), then next = s + cost/rate.
+// A scheduler that wakes late starts every slot it missed, but never slots
+// older than 20 ms (catch-up bound). A lane that could not start — empty,
+// paused, at its concurrency cap, held by a policy — restarts its schedule
+// from the moment it could (no catch-up after idle). Hence starts never
+// exceed rate×W + 1 over a window W except for the bounded catch-up, and the
+// long-run rate equals the effective rate. Each delivery runs in its own
 // goroutine; at most Concurrency run per lane.
+//
+// When and how fast a lane may start is decided by its policies (package
+// policy), each a value behind one interface: the downstream's pushback
+// pause, its advertised quota, the adaptive rate and the circuit breaker.
+// Each observes the lane's starts and answers, and answers a Gate; the lane
+// asks all of them and takes the strictest answer (policies.go): the latest
+// NotBefore, the lowest rate cap (the configured rate is one), the lowest
+// in-flight limit (the concurrency is one), and no start at all while any
+// holds. A new policy is one file in package policy and one entry in the
+// lane's list.
 //
 // # Outcomes
 //
-// Each answer's Feedback is booked first (quota.go): "remaining 0"
-// pauses the lane until the downstream's reset, starts are held while the
-// tries in flight would use more than the remaining quota, and an adaptive
-// lane's rate is capped at quota ÷ window (adaptive.go). A nil Sink error
-// is success. *PushbackError pauses that lane until
-// now+RetryAfter and puts the job back first; it counts as a try
-// (Job.Attempt increases) but not against RetryPolicy.MaxAttempts.
+// Every answer is first booked by every policy, in the lane's order: the
+// advertised quota (rate-limit headers: "remaining 0" pauses the lane until
+// the downstream's reset, starts are held while the tries in flight would
+// use more than the remaining quota, and an adaptive lane's rate is capped
+// at quota ÷ window), the adaptive rate (cut on a 429/503, raised after
+// rounds of successes), the breaker (consecutive failures hold the lane
+// until a probe succeeds) and the pushback pause. Then the job is dealt
+// with by its error. A nil Sink error is success. *PushbackError pauses
+// that lane until now+RetryAfter and puts the job back first; it counts as
+// a try (Job.Attempt increases) but not against RetryPolicy.MaxAttempts.
 // *PermanentError fails the job at once. Other errors retry with
 // exponential backoff and equal jitter (see backoff) up to MaxAttempts
 // tries; a retry goes ahead of newer jobs once its backoff has elapsed and

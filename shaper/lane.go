@@ -8,6 +8,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // lane is one downstream: its queue, its schedule, its sink. Deliveries run
@@ -22,26 +23,28 @@ type lane struct {
 	blocking atomic.Bool
 
 	mu       sync.Mutex
-	cfg      LaneSettings  // normalized
-	interval time.Duration // 1/rate
-	rate     float64       // effective drain rate: cfg.Rate, or lower under Adaptive
-	ctl      adaptive      // adaptive rate control (LaneSettings.Adaptive)
-	qs       quotaState    // the downstream's advertised quota (quota.go)
+	cfg      LaneSettings // normalized
+	sched    schedule     // when the next start may be, at what rate
 	q        queue.Queue
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
-	next     time.Time // earliest next start on the absolute schedule
-	last     time.Time // schedule slot of the last start; zero before the first
-	lastCost int       // cost of the last start: it holds lastCost intervals
 	inflight int
-	paused   bool      // by the admin API
-	pushback time.Time // paused by the downstream until then; zero = not
-	removed  bool      // dropped from the config: no intake, drains, then goes
+	limit    int  // tries allowed in flight at the last gate
+	paused   bool // by the admin API
+	removed  bool // dropped from the config: no intake, drains, then goes
+	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
 	c        counters
-	brk      breaker  // circuit breaker (breaker.go)
 	kept     keptRate // the learned rate kept in Deps.Rates (learned.go)
+
+	// The policies (package policy), each a value; policies lists them all
+	// in the order they book an answer (policies.go).
+	quota    policy.Advertised
+	adaptive policy.Adaptive
+	brk      policy.Breaker
+	pushback policy.Pushback
+	policies []policy.Policy
 
 	// Guarded by scheduler.mu.
 	wake time.Time
@@ -57,7 +60,7 @@ type counters struct {
 	delivered                                       map[Outcome]uint64
 }
 
-func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Queue) *lane {
+func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Queue, now time.Time) *lane {
 	if q == nil {
 		q = newMemoryQueue(cfg)
 	}
@@ -67,7 +70,8 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
 	}
-	l.setConfig(cfg)
+	l.compose()
+	l.setConfig(cfg, now)
 	l.noteAdmitter()
 	l.m.paused.Set(0)
 	l.m.depth.Set(0)
@@ -98,31 +102,19 @@ func (l *lane) kickAt(now time.Time) {
 	defer l.mu.Unlock()
 	l.m.depth.Set(float64(l.q.Len()))
 	l.noteFetched(now) // after a gap: this instance may have taken over
-	l.reschedule()
+	l.reschedule(now)
 }
 
-// setConfig applies cfg's rate, capacity and policies. A new rate applies to
-// queued jobs: the next start is the last start plus the new interval.
-// Requires l.mu (or exclusive access).
-func (l *lane) setConfig(cfg LaneSettings) {
+// setConfig applies cfg's rate, capacity and policies at now. A new rate
+// applies to queued jobs: the next start is the last start plus the new
+// interval. Requires l.mu (or exclusive access).
+func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.cfg = cfg
-	l.setRate(l.ctl.reset(cfg, l.rate))
-	l.configureBreaker(cfg.Breaker)
+	l.configurePolicies(cfg)
+	l.sched.setRate(l.gate(now).Rate)
 	l.q.Configure(queueSettings(cfg))
 	l.m.capacity.Set(float64(cfg.Capacity))
 	l.m.rateConfigured.Set(cfg.Rate)
-}
-
-// setRate makes rate the effective drain rate; it applies to queued jobs:
-// the next start is the last start plus its cost at the new interval.
-// Requires l.mu.
-func (l *lane) setRate(rate float64) {
-	l.rate = rate
-	l.interval = interval(rate)
-	if !l.last.IsZero() {
-		l.next = later(l.last.Add(l.drainOf(l.lastCost)), l.pushback)
-	}
-	l.updatePaused()
 }
 
 // runDue starts every job the schedule allows at now, then reschedules the
@@ -138,21 +130,16 @@ func (l *lane) runDue(now time.Time) {
 func (l *lane) runDueLocked(now time.Time) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.pushback.IsZero() && !now.Before(l.pushback) {
-		l.pushback = time.Time{}
-		l.updatePaused()
-	}
-	l.breakerRelease(now)
-	for l.canStart() {
-		l.qs.refresh(now, l.inflight)
-		if held, _ := l.qs.hold(l.inflight); held {
+	for {
+		g := l.gate(now)
+		if !l.mayStart(g) {
 			break
 		}
 		readyAt, ok := l.q.NextReady()
 		if !ok {
 			break
 		}
-		slot := l.brk.gate(later(l.next, readyAt))
+		slot := l.sched.slotFor(readyAt, g.NotBefore)
 		if slot.After(now) {
 			break
 		}
@@ -166,29 +153,28 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		}
 		l.start(job, later(slot, now.Add(-catchUp)), now)
 	}
-	l.reschedule()
+	l.reschedule(now)
 	return l.idle()
 }
 
-// canStart reports whether the lane may start a job (ignoring time: a
-// pushback pause is folded into l.next, an open breaker into its gate).
-// Not while the breaker's probe is in flight, nor while a kept rate is
-// being read (learned.go). Requires l.mu.
-func (l *lane) canStart() bool {
-	return !l.paused && l.inflight < l.maxInflight() && !l.s.closing.Load() &&
-		!l.brk.blocks() && !l.kept.restoring
+// mayStart reports whether the lane may start a job under g (ignoring
+// time: g.NotBefore goes into the slot): not paused by the admin API, not
+// held by a policy, under the in-flight limit, not closing, and not while
+// a kept rate is being read (learned.go). Requires l.mu.
+func (l *lane) mayStart(g policy.Gate) bool {
+	return !l.paused && !g.Held && l.inflight < g.Limit && !l.s.closing.Load() && !l.kept.restoring
 }
 
 // start launches one delivery in its own goroutine; slot is the schedule
 // position it takes. Requires l.mu.
 func (l *lane) start(job *queue.Job, slot, now time.Time) {
-	l.lastCost = queue.JobCost(job)
-	l.last, l.next = slot, slot.Add(l.drainOf(l.lastCost))
+	l.sched.start(slot, queue.JobCost(job))
 	l.inflight++
-	l.breakerStarted(job)
-	l.qs.left--
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
+	for _, p := range l.policies {
+		p.Started(now, policy.Try{Job: job})
+	}
 	l.c.started++
 	l.m.started.Inc()
 	l.m.inflight.Set(float64(l.inflight))
@@ -196,8 +182,8 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	if job.Attempt == 1 {
 		l.m.wait.Observe(now.Sub(job.Enqueued).Seconds())
 	}
-	sink, policy := l.sink, l.cfg.Retry
-	l.s.deliveries.Go(func() { l.deliver(sink, policy, job, now) })
+	sink, retry := l.sink, l.cfg.Retry
+	l.s.deliveries.Go(func() { l.deliver(sink, retry, job, now) })
 }
 
 // expired drops job as expired when it cannot start by its deadline at now.
@@ -220,44 +206,19 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 }
 
 // reschedule tells the scheduler when this lane next wants to start, if at
-// all. Requires l.mu.
-func (l *lane) reschedule() {
+// all, as of now. Requires l.mu.
+func (l *lane) reschedule(now time.Time) {
 	if k := l.q.Keys(); k != l.keys { // a gauge write only when it changed
 		l.keys = k
 		l.m.fairKeys.Set(float64(k))
 	}
-	held, until := l.qs.hold(l.inflight)
-	if !l.canStart() || held && until.IsZero() {
+	g := l.gate(now)
+	if !l.mayStart(g) {
 		l.s.sched.wantAt(l, time.Time{}, false) // an answer or a change reschedules
 		return
 	}
 	readyAt, ok := l.q.NextReady()
-	l.s.sched.wantAt(l, later(l.brk.gate(later(l.next, readyAt)), until), ok)
-}
-
-// unblock restarts the schedule no earlier than now after the lane could not
-// start (idle, paused, at its concurrency cap): no catch-up burst.
-// Requires l.mu.
-func (l *lane) unblock(now time.Time) {
-	l.next = later(l.next, now)
-}
-
-// updatePaused exports whether the lane is paused (by the admin API or a
-// pushback) and its drain rate: the effective rate, 0 while paused by the
-// admin API, as /v1/downstreams' effective_rate and the status page say
-// (README "Metrics"; a pushback's or quota's short holds do not zero it).
-// Requires l.mu.
-func (l *lane) updatePaused() {
-	v := 0.0
-	if l.paused || !l.pushback.IsZero() {
-		v = 1
-	}
-	l.m.paused.Set(v)
-	rate := l.rate
-	if l.paused {
-		rate = 0
-	}
-	l.m.rate.Set(rate)
+	l.s.sched.wantAt(l, l.sched.slotFor(readyAt, g.NotBefore), ok)
 }
 
 // idle reports whether a removed lane has nothing left to do: no job only
@@ -265,11 +226,4 @@ func (l *lane) updatePaused() {
 // Requires l.mu.
 func (l *lane) idle() bool {
 	return l.removed && l.q.Held() == 0 && l.inflight == 0
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }

@@ -6,8 +6,7 @@ import (
 	"time"
 )
 
-// A learned rate that is kept (Deps.Rates; SPEC "Learning the downstream's
-// limit"): what an adaptive lane learned — its effective rate and the
+// A learned rate that is kept (Deps.Rates): what an adaptive lane learned — its effective rate and the
 // controller's idea of the downstream's window — is saved where every
 // instance can read it, so that a restarted daemon, or another instance
 // taking over a durable queue's drain, starts where the last drainer was
@@ -54,19 +53,6 @@ type Rates interface {
 	Save(ctx context.Context, downstream string, v Learned) error
 }
 
-// learner is what the adaptive controller (lane.ctl) offers so that what
-// it learned can be kept; the effective rate itself is lane.rate.
-type learner interface {
-	// learnedMemory is what the controller learned of the downstream's
-	// memory (its window); 0 = nothing.
-	learnedMemory() time.Duration
-	// restore primes the controller with a kept value at now; the lane
-	// runs at v.Rate (already capped) from now on.
-	restore(v Learned, now time.Time)
-}
-
-var _ learner = (*adaptive)(nil)
-
 // keptRate is a lane's side of its kept value. Guarded by lane.mu.
 type keptRate struct {
 	v         Learned   // last value saved or used; zero = none
@@ -78,7 +64,7 @@ type keptRate struct {
 // toSave returns the value to keep at now, the lane's start count, and
 // whether it is due to be saved. Requires l.mu.
 func (l *lane) toSave(now time.Time) (Learned, uint64, bool) {
-	v, k := Learned{Rate: l.rate, Window: l.ctl.learnedMemory(), At: now}, l.kept
+	v, k := Learned{Rate: l.sched.rate, Window: l.adaptive.Window(), At: now}, l.kept
 	switch {
 	case !l.cfg.Adaptive:
 		return v, 0, false
@@ -99,7 +85,7 @@ func (l *lane) restore(v Learned, now time.Time) bool {
 		return false
 	}
 	v.Rate = min(max(v.Rate, keptFloor*l.cfg.Rate), l.cfg.Rate)
-	l.ctl.restore(v, now)
+	l.adaptive.Restore(v.Rate, v.Window, now)
 	l.setRate(v.Rate)
 	l.kept.v, l.kept.started = v, l.c.started
 	l.s.log.Info("adaptive rate restored from the kept value", "downstream", l.name,
@@ -113,7 +99,7 @@ func (l *lane) restore(v Learned, now time.Time) bool {
 func (l *lane) noteFetched(now time.Time) {
 	k := &l.kept
 	if !l.cfg.Adaptive || l.s.keeper == nil || k.restoring || l.s.closing.Load() ||
-		(!l.last.IsZero() && now.Sub(l.last) < takeoverGap) || (!k.asked.IsZero() && now.Sub(k.asked) < takeoverGap) {
+		(!l.sched.last.IsZero() && now.Sub(l.sched.last) < takeoverGap) || (!k.asked.IsZero() && now.Sub(k.asked) < takeoverGap) {
 		return
 	}
 	if _, ok := l.q.NextReady(); !ok {
@@ -174,8 +160,8 @@ func (k *keeper) reload(ctx context.Context, l *lane, now time.Time) {
 	if ok {
 		l.restore(v, now)
 	}
-	l.unblock(now) // no catch-up for the time held
-	l.reschedule()
+	l.sched.restartFrom(now) // no catch-up for the time held
+	l.reschedule(now)
 }
 
 // saveAll saves every adaptive lane's value that is due, all within one
@@ -257,7 +243,7 @@ func (s *Shaper) restoreKept(read map[string]keptRead, now time.Time) {
 		l.mu.Lock()
 		l.kept.asked = now
 		if r.ok && l.restore(r.v, now) {
-			l.reschedule()
+			l.reschedule(now)
 		}
 		l.mu.Unlock()
 	}

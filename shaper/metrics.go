@@ -44,7 +44,7 @@ type Metrics struct {
 	inflight, paused            *prometheus.GaugeVec
 	wait                        *waitHistograms
 	duration                    *prometheus.HistogramVec
-	beyondMetrics
+	policyMetrics
 	breakerMetrics
 
 	mu    sync.Mutex
@@ -90,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 17),
 		}, ds),
 		known:         map[string]int{},
-		beyondMetrics: newBeyondMetrics(f),
+		policyMetrics: newPolicyMetrics(f),
 	}
 	m.breakerMetrics = newBreakerMetrics(f)
 	if reg != nil {
@@ -176,7 +176,7 @@ type laneMetrics struct {
 	dlStoreErrors, dlLost                           prometheus.Counter
 	depth, capacity, rate, inflight, paused         prometheus.Gauge
 	wait, duration                                  prometheus.Observer
-	beyondLane
+	policyLane
 	breakerLane
 }
 
@@ -208,7 +208,7 @@ func (m *Metrics) forLane(name string, maxWait time.Duration) *laneMetrics {
 	for _, o := range outcomes {
 		lm.delivered[o] = m.delivered.WithLabelValues(name, string(o))
 	}
-	lm.beyondLane = m.beyondMetrics.forLane(name)
+	lm.policyLane = m.policyMetrics.forLane(name)
 	lm.breakerLane = m.breakerMetrics.forLane(name)
 	return lm
 }

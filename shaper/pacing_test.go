@@ -163,8 +163,8 @@ func TestLateSchedulerCatchUpBounded(t *testing.T) {
 		if got := len(sink.all()); got != 1+21 {
 			t.Fatalf("%d starts, want 22: one at 0, then slots 30..50 ms", got)
 		}
-		if want := t0.Add(51 * time.Millisecond); !l.next.Equal(want) {
-			t.Errorf("next = %v, want %v", l.next.Sub(t0), want.Sub(t0))
+		if want := t0.Add(51 * time.Millisecond); !l.sched.next.Equal(want) {
+			t.Errorf("next = %v, want %v", l.sched.next.Sub(t0), want.Sub(t0))
 		}
 		sh.dcancel()
 	})

@@ -149,30 +149,6 @@ func TestQuotaCapsAdaptive(t *testing.T) {
 	}
 }
 
-// TestQuotaLearnsWindow: without an advertised limit's window (X-RateLimit
-// style) the window is the longest reset seen, in whole seconds; without
-// Limit there is no cap, only the remaining count.
-func TestQuotaLearnsWindow(t *testing.T) {
-	var s quotaState
-	s.learn(&Quota{Limit: 30, Remaining: 3, Reset: 400 * time.Millisecond})
-	if s.window != time.Second || s.cap != 30 {
-		t.Errorf("window %v cap %v, want 1s and 30/s", s.window, s.cap)
-	}
-	s.learn(&Quota{Limit: 30, Remaining: 3, Reset: 2500 * time.Millisecond})
-	if s.window != 3*time.Second || s.cap != 10 {
-		t.Errorf("window %v cap %v, want 3s and 10/s", s.window, s.cap)
-	}
-	s.learn(&Quota{Limit: 120, Window: time.Minute, Remaining: -1, Reset: -1})
-	if s.window != time.Minute || s.cap != 2 {
-		t.Errorf("advertised window: %v cap %v, want 1m and 2/s", s.window, s.cap)
-	}
-	var n quotaState
-	n.learn(&Quota{Remaining: 0, Reset: time.Second})
-	if n.cap != 0 {
-		t.Errorf("cap %v without a limit, want none", n.cap)
-	}
-}
-
 // quotaFeedbackSink answers every try with fb.
 type quotaFeedbackSink struct{ fb Feedback }
 

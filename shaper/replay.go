@@ -87,12 +87,12 @@ func (l *lane) replayWait(now time.Time) (time.Duration, bool) {
 	if l.s.closing.Load() || l.removed {
 		return 0, false
 	}
-	free := later(l.next, l.pushback).Sub(now) // until the next slot is due
+	free := l.nextStartAt(now).Sub(now) // until the next slot is due
 	switch {
 	case l.q.Len() > 0: // live jobs wait: at best they have all started after their drain time
 		return max(free, 0) + l.drainOf(l.q.Cost()), true
 	case l.paused || l.inflight >= l.cfg.Concurrency:
-		return max(free, l.interval), true
+		return max(free, l.sched.interval), true
 	case free > 0:
 		return free, true
 	}

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// Defaults applied to zero fields of Settings and LaneSettings. They match
-// SPEC.md's config defaults.
+// Defaults applied to zero fields of Settings and LaneSettings. They are
+// the config's defaults.
 const (
 	DefaultShutdownGrace  = 10 * time.Second
 	DefaultConcurrency    = 1
@@ -76,7 +76,7 @@ func normalizeLane(ls LaneSettings) (LaneSettings, error) {
 	if ls.MaxWait < 0 {
 		bad("max wait: must be >= 0, got %s", ls.MaxWait)
 	}
-	normalizeBeyond(&ls, bad)
+	normalizePolicies(&ls, bad)
 	normalizeBreaker(&ls.Breaker, bad)
 	r := &ls.Retry
 	if r.MaxAttempts < 0 || r.InitialBackoff < 0 || r.MaxBackoff < 0 {
@@ -100,15 +100,9 @@ func cmp0[T comparable](v, def T) T {
 	return v
 }
 
-// interval is the spacing of starts at rate per second, rounded to the
-// nanosecond (the rounding error is below 1e-9 relative at every valid rate).
-func interval(rate float64) time.Duration {
-	return time.Duration(math.Round(float64(time.Second) / rate))
-}
-
-// normalizeBeyond validates and defaults the issue-7 policies of ls.
-func normalizeBeyond(ls *LaneSettings, bad func(string, ...any)) {
-	b := &ls.Beyond
+// normalizePolicies validates and defaults the policies of ls.
+func normalizePolicies(ls *LaneSettings, bad func(string, ...any)) {
+	b := &ls.Policies
 	b.MaxCost = cmp0(b.MaxCost, 1)
 	if b.MaxCost < 1 || (ls.Capacity >= 1 && b.MaxCost > ls.Capacity) {
 		bad("max cost: must be 1..capacity (%d), got %d", ls.Capacity, b.MaxCost)
@@ -130,5 +124,5 @@ func normalizeBeyond(ls *LaneSettings, bad func(string, ...any)) {
 	}
 }
 
-// MaxWeight bounds a fairness weight (Beyond.Weights).
+// MaxWeight bounds a fairness weight (Policies.Weights).
 const MaxWeight = 1000

@@ -73,7 +73,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	st := LaneStatus{
-		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.rate, Concurrency: l.cfg.Concurrency,
+		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.sched.rate, Concurrency: l.cfg.Concurrency,
 		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.paused,
 		Removing: l.removed,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
@@ -81,8 +81,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 		Rejected: clone(l.c.rejected, rejectReasons), Dropped: clone(l.c.dropped, dropReasons),
 		Delivered: clone(l.c.delivered, outcomes),
 	}
-	if l.pushback.After(now) {
-		t := l.pushback
+	if t := l.pushback.Until(); t.After(now) {
 		st.PushbackUntil = &t
 	}
 	if l.adm != nil {
@@ -90,10 +89,10 @@ func (l *lane) status(now time.Time) LaneStatus {
 			st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
 		}
 	}
-	st.AdvertisedQuota = l.qs.advertised()
-	st.Breaker = l.brk.state(now)
+	st.AdvertisedQuota = advertised(l.quota.State())
+	st.Breaker = l.brk.State(now)
 	if st.Breaker == BreakerOpen {
-		t := l.brk.until
+		t := l.brk.ProbeAt()
 		st.BreakerUntil = &t
 	}
 	if l.paused || st.PushbackUntil != nil || st.Breaker != BreakerClosed {
@@ -115,10 +114,9 @@ func clone[K comparable](m map[K]uint64, keys []K) map[K]uint64 {
 // (jobs queue up to capacity). Pausing a paused lane is a no-op. It returns
 // ErrUnknownDownstream for a name that is not configured.
 func (s *Shaper) Pause(name string) error {
-	return s.withLane(name, func(l *lane, _ time.Time) {
+	return s.withLane(name, func(l *lane, now time.Time) {
 		l.paused = true
-		l.updatePaused()
-		l.reschedule()
+		l.reschedule(now)
 		s.log.Info("downstream paused", "downstream", name)
 	})
 }
@@ -132,9 +130,8 @@ func (s *Shaper) Resume(name string) error {
 			return
 		}
 		l.paused = false
-		l.unblock(now)
-		l.updatePaused()
-		l.reschedule()
+		l.sched.restartFrom(now)
+		l.reschedule(now)
 		s.log.Info("downstream resumed", "downstream", name)
 	})
 }

@@ -238,7 +238,7 @@ func (l *lane) enqueue(now time.Time, job *queue.Job) queue.Stored {
 		job.Deadline = now.Add(wait)
 	}
 	stored := l.q.Offer(job, now)
-	l.reschedule()
+	l.reschedule(now)
 	return stored
 }
 

@@ -5,10 +5,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
-// beyondMetrics are the collectors of issue 7's policies. Labels are
+// policyMetrics are the collectors of a lane's policies (Policies, and
+// the rate the adaptive policy and the advertised quota steer). Labels are
 // downstream and reason only: fairness never puts an admission key in a
 // label.
-type beyondMetrics struct {
+type policyMetrics struct {
 	shadow         *prometheus.CounterVec
 	rateConfigured *prometheus.GaugeVec
 	rateCuts       *prometheus.CounterVec
@@ -17,9 +18,9 @@ type beyondMetrics struct {
 	badHeaders     *prometheus.CounterVec
 }
 
-func newBeyondMetrics(f promauto.Factory) beyondMetrics {
+func newPolicyMetrics(f promauto.Factory) policyMetrics {
 	ds := []string{"downstream"}
-	return beyondMetrics{
+	return policyMetrics{
 		shadow: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaper_shadow_rejections_total",
 			Help: "Jobs a policy in shadow mode would have rejected (they were accepted), by reason.",
@@ -47,8 +48,8 @@ func newBeyondMetrics(f promauto.Factory) beyondMetrics {
 	}
 }
 
-// beyondLane are one lane's pre-resolved issue-7 series.
-type beyondLane struct {
+// policyLane are one lane's pre-resolved policy series.
+type policyLane struct {
 	shadow         map[Reason]prometheus.Counter
 	rateConfigured prometheus.Gauge
 	rateCuts       prometheus.Counter
@@ -57,8 +58,8 @@ type beyondLane struct {
 	badHeaders     prometheus.Counter
 }
 
-func (m beyondMetrics) forLane(name string) beyondLane {
-	bl := beyondLane{
+func (m policyMetrics) forLane(name string) policyLane {
+	bl := policyLane{
 		shadow:         map[Reason]prometheus.Counter{},
 		rateConfigured: m.rateConfigured.WithLabelValues(name),
 		rateCuts:       m.rateCuts.WithLabelValues(name),

@@ -1,17 +1,14 @@
-package shaper
+package policy
 
 import (
-	"errors"
 	"math"
 	"time"
-
-	"github.com/shaperd/shaper/queue"
 )
 
-// Adaptive drain rate (LaneSettings.Adaptive; rate_control: adaptive): the
-// configured rate becomes a ceiling, and the lane runs at an effective rate
-// steered by the downstream's answers. A refusal is a 429 or 503 (a
-// *PushbackError or an *OverloadError).
+// Adaptive drain rate (rate_control: adaptive): the configured rate becomes
+// a ceiling, and the lane runs at an effective rate steered by the
+// downstream's answers. A refusal is a 429 or 503 (a PushedBack or an
+// Overloaded answer).
 //
 //   - Episodes: a refusal opens an episode and cuts the rate once. The
 //     downstream remembers what it was sent for a while (a window, a
@@ -52,7 +49,7 @@ import (
 //     dropped.
 //   - The rate stays between adaptFloor of the ceiling and the ceiling:
 //     the configured rate, or an advertised quota ÷ window when lower
-//     (see lane.ceiling).
+//     (see Adaptive.ceiling).
 //
 // The effective rate is exported as shaper_drain_rate_per_second, the
 // ceiling as shaper_drain_rate_configured_per_second, the cuts as
@@ -75,18 +72,34 @@ const (
 	adaptLimitRounds = 4
 )
 
-// OverloadError reports an answer meaning "too many requests" that carries
-// no usable Retry-After (HTTP 429 or 503 without one). The lane retries it
-// with backoff like any failure; under adaptive rate control it also cuts
-// the rate.
-type OverloadError struct{ Err error }
+// AdaptiveSettings configure an Adaptive controller.
+type AdaptiveSettings struct {
+	// On turns the controller on; off, it caps nothing and books nothing.
+	On bool
+	// Ceiling is the configured rate in starts per second (> 0).
+	Ceiling float64
+	// Concurrency is the lane's concurrency; a learned limit in flight is
+	// below it.
+	Concurrency int
+}
 
-func (e *OverloadError) Error() string { return e.Err.Error() }
-func (e *OverloadError) Unwrap() error { return e.Err }
+// Adaptive is a lane's adaptive rate controller (see the constants above).
+// Its Gate caps the rate at the effective rate and, after a cut, the tries
+// in flight at the learned limit. The zero value is off. Not safe for
+// concurrent use (the lane's lock guards it).
+type Adaptive struct {
+	// Quota, when set, caps the ceiling at its advertised limit ÷ window.
+	Quota *Advertised
+	// OnCut is called each time the rate is cut; nil = none.
+	OnCut func()
 
-// adaptive is a lane's adaptive rate controller. The zero value is a
-// controller that never cut. Guarded by lane.mu.
-type adaptive struct {
+	set  AdaptiveSettings
+	rate float64 // the effective rate; the configured rate while off
+	st   adaptiveState
+}
+
+// adaptiveState is what the controller learned; the zero value never cut.
+type adaptiveState struct {
 	good    float64       // the delivered rate at the last cut; 0 = never cut
 	cut     time.Time     // when the rate was last cut
 	quiet   time.Time     // refusals of tries started before it are echoes
@@ -105,41 +118,93 @@ type adaptive struct {
 	ring    *answerRing   // successes by answer time; nil until the first
 }
 
-// reset returns the effective rate for cfg given the current one (0 for a
-// new lane): the configured rate, or under Adaptive the current rate
-// capped by the (possibly new) ceiling.
-func (c *adaptive) reset(cfg LaneSettings, current float64) float64 {
-	if !cfg.Adaptive || current <= 0 {
-		*c = adaptive{}
-		return cfg.Rate
-	}
-	return min(current, cfg.Rate)
-}
-
-// adapt feeds the outcome of one try to the controller. Requires l.mu.
-func (l *lane) adapt(job *queue.Job, err error, now time.Time) {
-	if !l.cfg.Adaptive {
+// Configure applies new settings: off, or on for a new lane, the rate is
+// the configured one and everything learned is forgotten; on, the current
+// rate is kept, capped by the (possibly new) ceiling.
+func (c *Adaptive) Configure(set AdaptiveSettings) {
+	c.set = set
+	if !set.On || c.rate <= 0 {
+		c.st, c.rate = adaptiveState{}, set.Ceiling
 		return
 	}
-	var pb *PushbackError
-	var ov *OverloadError
-	c := &l.ctl
-	switch {
-	case err == nil:
-		if c.succeeded(job.Slot, now, l.rate) {
-			c.raiseLimit(l.cfg.Concurrency)
-			l.setRate(c.raise(l.rate, l.ceiling()))
-		}
-	case errors.As(err, &pb):
-		l.refused(job.Slot, max(pb.RetryAfter, 0), now)
-	case errors.As(err, &ov):
-		l.refused(job.Slot, 0, now)
+	c.rate = min(c.rate, set.Ceiling)
+}
+
+// Rate is the effective rate in starts per second.
+func (c *Adaptive) Rate() float64 { return c.rate }
+
+// SetRate makes r the effective rate, as if the controller had learned it.
+func (c *Adaptive) SetRate(r float64) { c.rate = r }
+
+// Restore primes the controller with a kept rate and window (0 = unknown)
+// at now, as if the rate had just been cut to rate: that is the last good
+// rate to probe gently around, and answers to tries started before now are
+// echoes that cut nothing.
+func (c *Adaptive) Restore(rate float64, window time.Duration, now time.Time) {
+	c.st = adaptiveState{good: rate, cut: now, quiet: now, judge: now, memory: window}
+	c.rate = rate
+}
+
+// Window is the downstream's memory (its window) the controller learned
+// from a Retry-After or a refusal run; 0 while it still uses the default.
+func (c *Adaptive) Window() time.Duration { return c.st.memory }
+
+// Memory is the downstream's memory the controller works with: the
+// learned one, or adaptMemory.
+func (c *Adaptive) Memory() time.Duration { return c.st.mem() }
+
+// Started does nothing: the controller judges answers.
+func (c *Adaptive) Started(time.Time, Try) {}
+
+// Gate caps the rate at the effective rate and the tries in flight at the
+// learned limit, while on.
+func (c *Adaptive) Gate(time.Time, int) Gate {
+	if !c.set.On {
+		return Gate{}
 	}
+	g := Gate{Rate: c.rate}
+	if c.st.limit > 0 {
+		g.Limit = min(c.st.limit, c.set.Concurrency)
+	}
+	return g
+}
+
+// Finished feeds one answer to the controller: an advertised quota caps
+// the rate at the ceiling, a success may complete a round (the rate
+// rises), a refusal may cut.
+func (c *Adaptive) Finished(now time.Time, a Answer) {
+	if !c.set.On {
+		return
+	}
+	if a.Quota != nil && c.rate > c.ceiling() {
+		c.rate = c.ceiling()
+	}
+	switch a.Class {
+	case Succeeded:
+		if c.st.succeeded(a.Slot(), now, c.rate) {
+			c.st.raiseLimit(c.set.Concurrency)
+			c.rate = c.st.raise(c.rate, c.ceiling())
+		}
+	case PushedBack:
+		c.refused(a.Slot(), max(a.RetryAfter, 0), a.Inflight, now)
+	case Overloaded:
+		c.refused(a.Slot(), 0, a.Inflight, now)
+	}
+}
+
+// ceiling is the most the controller may drain at: the configured rate,
+// capped by an advertised quota ÷ window (never below the adaptive floor:
+// the remaining count still holds the quota).
+func (c *Adaptive) ceiling() float64 {
+	if c.Quota == nil || c.Quota.Cap() <= 0 {
+		return c.set.Ceiling
+	}
+	return min(c.set.Ceiling, max(c.Quota.Cap(), adaptFloor*c.set.Ceiling))
 }
 
 // succeeded books a success of the try at slot and reports whether it
 // completes a round (the rate may rise).
-func (c *adaptive) succeeded(slot, now time.Time, rate float64) bool {
+func (c *adaptiveState) succeeded(slot, now time.Time, rate float64) bool {
 	c.answers().add(now)
 	c.broke = c.broke || !slot.Before(c.cut)
 	if !slot.Before(c.judge) {
@@ -157,7 +222,7 @@ func (c *adaptive) succeeded(slot, now time.Time, rate float64) bool {
 }
 
 // raise is the rate after a round of successes at rate r.
-func (c *adaptive) raise(r, ceiling float64) float64 {
+func (c *adaptiveState) raise(r, ceiling float64) float64 {
 	switch {
 	case c.good == 0:
 		r *= adaptFast
@@ -171,80 +236,82 @@ func (c *adaptive) raise(r, ceiling float64) float64 {
 }
 
 // refused books a refusal of the try at slot; wait is its Retry-After
-// (0 = none). Requires l.mu.
-func (l *lane) refused(slot time.Time, wait time.Duration, now time.Time) {
-	c := &l.ctl
-	if !slot.Before(c.judge) {
-		c.noAfter++
+// (0 = none), inflight the tries still in flight.
+func (c *Adaptive) refused(slot time.Time, wait time.Duration, inflight int, now time.Time) {
+	s := &c.st
+	if !slot.Before(s.judge) {
+		s.noAfter++
 	}
 	switch {
-	case slot.Before(c.quiet) && c.tooHigh():
-		l.cutRate(wait, max(now.Sub(c.judge), adaptTooHighSpan), now)
-	case slot.Before(c.quiet):
-		c.echo = now // an echo of the episode under way
-	case !c.cut.IsZero() && !c.stretch && !c.broke && c.mem() < adaptMemoryMax:
+	case slot.Before(s.quiet) && s.tooHigh():
+		c.cutRate(wait, max(now.Sub(s.judge), adaptTooHighSpan), inflight, now)
+	case slot.Before(s.quiet):
+		s.echo = now // an echo of the episode under way
+	case !s.cut.IsZero() && !s.stretch && !s.broke && s.mem() < adaptMemoryMax:
 		// Every try since the cut was refused: the downstream remembers
 		// longer than we thought. Stretch the episode once.
-		c.memory, c.stretch = min(2*c.mem(), adaptMemoryMax), true
-		c.quiet, c.echo = later(c.quiet, c.cut.Add(c.memory)), now
-		if !slot.Before(c.quiet) {
-			l.cutRate(wait, 0, now)
+		s.memory, s.stretch = min(2*s.mem(), adaptMemoryMax), true
+		s.quiet, s.echo = later(s.quiet, s.cut.Add(s.memory)), now
+		if !slot.Before(s.quiet) {
+			c.cutRate(wait, 0, inflight, now)
 		}
 	default:
-		l.cutRate(wait, 0, now)
+		c.cutRate(wait, 0, inflight, now)
 	}
 	if wait > 0 {
-		c.resumed = later(c.resumed, now.Add(wait))
+		s.resumed = later(s.resumed, now.Add(wait))
 	}
 }
 
 // tooHigh reports whether the tries started after the episode's first
 // half (echoes of the old rate fade) show the new rate itself is above the
 // downstream's capacity.
-func (c *adaptive) tooHigh() bool {
+func (c *adaptiveState) tooHigh() bool {
 	return c.noAfter >= adaptTooHighMin && c.okAfter > 0 &&
 		float64(c.noAfter) > adaptTooHigh*float64(c.okAfter+c.noAfter)
 }
 
 // cutRate opens a refusal episode at now: the rate drops to adaptCut of
-// what the downstream delivered over span (0 = c.window), and the tries
-// still in flight become the limit in flight. Requires l.mu.
-func (l *lane) cutRate(wait, span time.Duration, now time.Time) {
-	c := &l.ctl
-	if c.echo.Sub(c.cut) < c.mem()/2 {
-		c.memory = max(adaptMemory, c.mem()/2) // the last episode's run was short
+// what the downstream delivered over span (0 = s.window), and the tries
+// still in flight become the limit in flight.
+func (c *Adaptive) cutRate(wait, span time.Duration, inflight int, now time.Time) {
+	s := &c.st
+	if s.echo.Sub(s.cut) < s.mem()/2 {
+		s.memory = max(adaptMemory, s.mem()/2) // the last episode's run was short
 	}
 	if span == 0 {
-		span = c.window(wait, now)
+		span = s.window(wait, now)
 	}
-	r := l.rate
-	delivered := c.answers().delivered(now, span)
+	r := c.rate
+	delivered := s.answers().delivered(now, span)
 	next := adaptCut * r
 	if delivered < adaptNear*r {
 		next = max(adaptCut*delivered, adaptMaxCut*r)
 	}
-	next = max(next, adaptFloor*l.cfg.Rate)
+	next = max(next, adaptFloor*c.set.Ceiling)
 	if delivered > adaptMaxCut*r {
 		// A limit, not a failure: what it delivered is what it admits. (An
 		// outage delivers nothing and keeps the last good rate to return to.)
-		c.good = max(min(delivered, r), next)
+		s.good = max(min(delivered, r), next)
 	}
-	c.cut, c.quiet, c.echo = now, now.Add(max(c.mem(), wait)), now
-	c.judge = now.Add(max(c.mem()/2, wait))
-	c.stretch, c.broke, c.okAfter, c.noAfter, c.run, c.probe = false, false, 0, 0, 0, adaptProbe
-	c.limit, c.rounds = l.inflight, 0 // none if nothing else was in flight
-	if c.limit >= l.cfg.Concurrency {
-		c.limit = 0
+	s.cut, s.quiet, s.echo = now, now.Add(max(s.mem(), wait)), now
+	s.judge = now.Add(max(s.mem()/2, wait))
+	s.stretch, s.broke, s.okAfter, s.noAfter, s.run, s.probe = false, false, 0, 0, 0, adaptProbe
+	s.limit, s.rounds = inflight, 0 // none if nothing else was in flight
+	if s.limit >= c.set.Concurrency {
+		s.limit = 0
 	}
-	l.m.rateCuts.Inc()
-	l.setRate(next)
+	if c.OnCut != nil {
+		c.OnCut()
+	}
+	c.rate = next
 }
 
 // window is the span a cut measures the delivered rate over: the
 // downstream's memory; with a Retry-After (wait), its window — the wait
 // plus how long its quota lasted since the last pause ended — which is
 // learned as the memory.
-func (c *adaptive) window(wait time.Duration, now time.Time) time.Duration {
+func (c *adaptiveState) window(wait time.Duration, now time.Time) time.Duration {
 	if wait <= 0 {
 		return c.mem()
 	}
@@ -258,7 +325,7 @@ func (c *adaptive) window(wait time.Duration, now time.Time) time.Duration {
 
 // raiseLimit raises the learned limit in flight after a round of
 // successes, every adaptLimitRounds rounds; at concurrency it is dropped.
-func (c *adaptive) raiseLimit(concurrency int) {
+func (c *adaptiveState) raiseLimit(concurrency int) {
 	if c.limit == 0 {
 		return
 	}
@@ -270,18 +337,8 @@ func (c *adaptive) raiseLimit(concurrency int) {
 	}
 }
 
-// maxInflight is how many tries the lane may have in flight: its
-// concurrency, or the adaptive controller's learned limit when lower.
-// Requires l.mu.
-func (l *lane) maxInflight() int {
-	if l.cfg.Adaptive && l.ctl.limit > 0 {
-		return min(l.ctl.limit, l.cfg.Concurrency)
-	}
-	return l.cfg.Concurrency
-}
-
 // mem is the downstream's learned memory.
-func (c *adaptive) mem() time.Duration {
+func (c *adaptiveState) mem() time.Duration {
 	if c.memory <= 0 {
 		return adaptMemory
 	}
@@ -289,57 +346,9 @@ func (c *adaptive) mem() time.Duration {
 }
 
 // answers is the ring of answers, made on first use.
-func (c *adaptive) answers() *answerRing {
+func (c *adaptiveState) answers() *answerRing {
 	if c.ring == nil {
 		c.ring = &answerRing{}
 	}
 	return c.ring
-}
-
-// answerRing counts successes per ringWidth over the last ringLen widths
-// (32 s, enough for adaptMemoryMax). The zero value is empty.
-type answerRing struct {
-	head int64 // number of the newest bucket (unix time / ringWidth)
-	ok   [ringLen]uint32
-}
-
-const (
-	ringWidth = 100 * time.Millisecond
-	ringLen   = 320
-)
-
-func (r *answerRing) add(now time.Time) {
-	b := now.UnixNano() / int64(ringWidth)
-	r.advance(b)
-	r.ok[b%ringLen]++
-}
-
-// advance makes bucket b the newest, emptying those it passes.
-func (r *answerRing) advance(b int64) {
-	if b <= r.head {
-		return
-	}
-	for i := max(r.head+1, b-ringLen+1); i <= b; i++ {
-		r.ok[i%ringLen] = 0
-	}
-	r.head = b
-}
-
-// delivered is the successes per second answered over the span before
-// now (at most the ring's length), the oldest bucket counted pro rata.
-func (r *answerRing) delivered(now time.Time, span time.Duration) float64 {
-	ns := now.UnixNano()
-	b := ns / int64(ringWidth)
-	r.advance(b)
-	span = min(span, (ringLen-1)*ringWidth)
-	n := int64(span / ringWidth)
-	ok := 0.0
-	for i := b; i > b-n && i > r.head-ringLen; i-- {
-		ok += float64(r.ok[i%ringLen])
-	}
-	if old := b - n; old > r.head-ringLen {
-		part := 1 - float64(ns%int64(ringWidth))/float64(ringWidth) // of the oldest bucket, inside
-		ok += float64(r.ok[old%ringLen]) * part
-	}
-	return ok / span.Seconds()
 }
