@@ -42,6 +42,9 @@ type lane struct {
 	c        counters
 	brk      breaker  // circuit breaker (breaker.go)
 	kept     keptRate // the learned rate kept in Deps.Rates (learned.go)
+	// replayWake is closed by reschedule for replays waiting on this
+	// lane (replay.go); nil while none waits.
+	replayWake chan struct{}
 
 	// Guarded by scheduler.mu.
 	wake time.Time
@@ -222,6 +225,7 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 // reschedule tells the scheduler when this lane next wants to start, if at
 // all. Requires l.mu.
 func (l *lane) reschedule() {
+	l.wakeReplays()
 	if k := l.q.Keys(); k != l.keys { // a gauge write only when it changed
 		l.keys = k
 		l.m.fairKeys.Set(float64(k))

@@ -28,9 +28,10 @@ type deadStore interface {
 	Purge(ctx context.Context, downstream string) error
 }
 
-// replayTarget takes replayed jobs back into their lanes (a *shaper.Shaper).
+// replayTarget takes replayed jobs back into their lanes (a *shaper.Shaper):
+// Replay waits until the lane can take the job, or ctx ends.
 type replayTarget interface {
-	Replay(job *queue.Job, done func(shaper.Receipt))
+	Replay(ctx context.Context, job *queue.Job, done func(shaper.Receipt)) error
 }
 
 // replayDeps are what the replayers need once the daemon runs.

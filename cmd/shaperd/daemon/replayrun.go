@@ -18,10 +18,10 @@ import (
 
 // Waits of a replayer.
 const (
-	minBusyWait  = 10 * time.Millisecond // shortest wait on a busy lane
-	maxBusyWait  = time.Second           // longest, so a lane that frees up is noticed soon
-	storeRetry   = time.Second           // after a store error
-	deleteWithin = 5 * time.Second       // bound of deleting a replayed dead letter, even when stopped
+	minRefusedWait = 100 * time.Millisecond // shortest wait after a refusal (queue_full, unavailable)
+	maxRefusedWait = time.Second            // longest
+	storeRetry     = time.Second            // after a store error
+	deleteWithin   = 5 * time.Second        // bound of deleting a replayed dead letter, even when stopped
 )
 
 // replay is one replayer's state: a plan and how it gets there.
@@ -144,32 +144,32 @@ func (r *replay) nextEntry(ctx context.Context) (jetstream.DeadLetter, bool) {
 	return jetstream.DeadLetter{}, false
 }
 
-// offer hands dl's job to its lane until the lane accepts it: a busy
-// lane (live jobs waiting, or no free slot), a full one or a store
-// failure is waited out and the same job offered again. It returns when
-// it was accepted.
+// offer hands dl's job to its lane once the lane can take it (the
+// shaper's Replay waits on the lane's readiness: no live job waiting, its
+// next slot due) until the lane accepts it: a full lane, a store failure
+// or a job that would expire is waited out and the same job offered again.
+// It returns when it was accepted.
 func (r *replay) offer(ctx context.Context, dl jetstream.DeadLetter) (time.Time, offerResult) {
 	job := replayJob(r.plan.Downstream, dl, r.deps.keyHeader)
 	for {
 		ch := make(chan shaper.Receipt, 1)
-		r.deps.target.Replay(job, func(rc shaper.Receipt) { ch <- rc })
+		if r.deps.target.Replay(ctx, job, func(rc shaper.Receipt) { ch <- rc }) != nil {
+			return time.Time{}, offerStopped
+		}
 		rc := <-ch // a durable store answers within its own timeout
-		var wait time.Duration
 		switch {
 		case rc.Accepted:
 			return time.Now(), offerAccepted
-		case errors.Is(rc.Err, shaper.ErrBusy):
-			wait = min(max(rc.RetryAfter, minBusyWait), maxBusyWait)
 		case rc.Reason == shaper.ReasonUnknownDownstream:
 			return time.Time{}, offerGone
 		case rc.Reason == shaper.ReasonBadRequest:
 			r.log.Warn("dead letter cannot be replayed; it stays stored", "seq", dl.Seq, "job_id", job.ID, "error", errText(rc.Err))
 			return time.Time{}, offerSkip
-		default: // queue_full, unavailable, would_expire: wait and offer it again
-			wait = min(max(rc.RetryAfter, 100*time.Millisecond), maxBusyWait)
-			if rc.RetryAfter == 0 {
-				wait = maxBusyWait
-			}
+		}
+		// queue_full, unavailable, would_expire: wait and offer it again
+		wait := min(max(rc.RetryAfter, minRefusedWait), maxRefusedWait)
+		if rc.RetryAfter == 0 {
+			wait = maxRefusedWait
 		}
 		if !sleepCtx(ctx, wait) {
 			return time.Time{}, offerStopped
