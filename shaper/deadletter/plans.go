@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
 )
 
 // replayPlan is one downstream's replay in progress, as it is stored: the
