@@ -20,8 +20,9 @@
 //
 // A dead letter offered back (Shaper.Replay) takes the same checks and
 // queue but never the admission rule, and only when the lane has no live
-// job waiting and its next slot is due; otherwise it is answered busy
-// (ErrBusy, with when to ask again) and the caller waits.
+// job waiting and its next slot is due: Replay waits for that on the
+// lane's readiness (its next free start, or a change of its schedule);
+// TryReplay answers busy instead (ErrBusy, with when to ask again).
 //
 // # Pacing
 //

@@ -37,6 +37,9 @@ type lane struct {
 	keys     int       // the queue's Keys when last exported
 	c        counters
 	kept     keptRate // the learned rate kept in Deps.Rates (learned.go)
+	// replayWake is closed by reschedule for replays waiting on this
+	// lane (replay.go); nil while none waits.
+	replayWake chan struct{}
 
 	// The policies (package policy), each a value; policies lists them all
 	// in the order they book an answer (policies.go).
@@ -208,6 +211,7 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 // reschedule tells the scheduler when this lane next wants to start, if at
 // all, as of now. Requires l.mu.
 func (l *lane) reschedule(now time.Time) {
+	l.wakeReplays()
 	if k := l.q.Keys(); k != l.keys { // a gauge write only when it changed
 		l.keys = k
 		l.m.fairKeys.Set(float64(k))

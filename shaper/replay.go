@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -17,11 +18,43 @@ var ErrBusy = errors.New("shaper: lane busy with live jobs")
 // caller that waits it out does not spin on a very fast lane.
 const minReplayWait = time.Millisecond
 
-// Replay offers a job taken from the dead-letter store back to its lane:
-// Replay(job, done) is ReplayAt(time.Now(), job, done).
-func (s *Shaper) Replay(job *queue.Job, done func(Receipt)) { s.ReplayAt(time.Now(), job, done) }
+// Replay offers a job taken from the dead-letter store back to its lane
+// as soon as the lane can take it: it is TryReplay, waiting out every busy
+// answer on the lane's readiness (its next free start, or any change of
+// its schedule, whichever comes first) rather than answering ErrBusy. It
+// returns ctx's error, without calling done, if ctx ends first; otherwise
+// nil, and done is called exactly once as by TryReplayAt (never with
+// ErrBusy). A replayed job taken this way starts in the first slot no
+// live job needs.
+func (s *Shaper) Replay(ctx context.Context, job *queue.Job, done func(Receipt)) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		wait, changed, busy := s.replayAt(time.Now(), job, done)
+		if !busy {
+			return nil
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select { // drained already, or fired after changed won
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
 
-// ReplayAt offers a dead letter's job back to its lane at now and calls
+// TryReplay offers a job taken from the dead-letter store back to its
+// lane: TryReplay(job, done) is TryReplayAt(time.Now(), job, done).
+func (s *Shaper) TryReplay(job *queue.Job, done func(Receipt)) { s.TryReplayAt(time.Now(), job, done) }
+
+// TryReplayAt offers a dead letter's job back to its lane at now and calls
 // done exactly once with the receipt. It takes the one admission path's
 // checks and queue (lane.submit: shutting down, removed, cost, capacity,
 // the key's share, the predicted start; then Queue.Offer, answered once
@@ -41,10 +74,21 @@ func (s *Shaper) Replay(job *queue.Job, done func(Receipt)) { s.ReplayAt(time.No
 //
 // Accepted replays count as received and accepted, like any job. The
 // shaper owns job on acceptance, as with SubmitFunc; job.ID is kept (the
-// downstream sees the same Idempotency-Key). done runs before ReplayAt
+// downstream sees the same Idempotency-Key). done runs before TryReplayAt
 // returns for an in-memory queue; a durable queue's store answers from its
-// own goroutine, and ReplayAt may block while its window is full.
-func (s *Shaper) ReplayAt(now time.Time, job *queue.Job, done func(Receipt)) {
+// own goroutine, and TryReplayAt may block while its window is full.
+func (s *Shaper) TryReplayAt(now time.Time, job *queue.Job, done func(Receipt)) {
+	wait, _, busy := s.replayAt(now, job, done)
+	if busy {
+		done(Receipt{JobID: job.ID, Downstream: job.Downstream, RetryAfter: wait,
+			Err: fmt.Errorf("downstream %s: %w; ask again in %s", job.Downstream, ErrBusy, wait)})
+	}
+}
+
+// replayAt offers job at now. When the lane is busy it calls nothing and
+// reports how long until the lane could take it and a channel closed at
+// the lane's next reschedule; otherwise done gets (or will get) the answer.
+func (s *Shaper) replayAt(now time.Time, job *queue.Job, done func(Receipt)) (time.Duration, <-chan struct{}, bool) {
 	l := s.lookup(job)
 	var rc Receipt
 	var stored queue.Stored
@@ -52,31 +96,57 @@ func (s *Shaper) ReplayAt(now time.Time, job *queue.Job, done func(Receipt)) {
 	if l == nil {
 		rc, stored, pending = s.submit(now, nil, job) // unknown downstream or shutting down
 	} else {
-		rc, stored, pending = l.replay(now, job, Receipt{JobID: job.ID, Downstream: job.Downstream})
+		var wait time.Duration
+		var changed <-chan struct{}
+		rc, stored, pending, wait, changed = l.replay(now, job, Receipt{JobID: job.ID, Downstream: job.Downstream})
+		if changed != nil {
+			return wait, changed, true
+		}
 	}
 	if !pending {
 		done(rc)
-		return
+		return 0, nil, false
 	}
 	l.await(now, job, rc, stored, done)
+	return 0, nil, false
 }
 
 // replay is lane.submit without the admission rule, behind the busy gate.
-func (l *lane) replay(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue.Stored, bool) {
+// A busy lane answers how long until it could take job and the channel
+// its next reschedule closes (non-nil only then), and counts nothing.
+func (l *lane) replay(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue.Stored, bool, time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if wait, busy := l.replayWait(now); busy {
-		rc.RetryAfter = max(wait, minReplayWait)
-		rc.Err = fmt.Errorf("downstream %s: %w; ask again in %s", l.name, ErrBusy, rc.RetryAfter)
-		return rc, queue.Stored{}, false
+		return rc, queue.Stored{}, false, max(wait, minReplayWait), l.replayChanged()
 	}
 	l.c.received++
 	l.m.received.Inc()
 	rc, ok := l.check(now, job, rc)
 	if !ok {
-		return rc, queue.Stored{}, false
+		return rc, queue.Stored{}, false, 0, nil
 	}
-	return l.place(now, job, rc)
+	rc, stored, pending := l.place(now, job, rc)
+	return rc, stored, pending, 0, nil
+}
+
+// replayChanged returns the channel the lane's next reschedule closes.
+// Requires l.mu.
+func (l *lane) replayChanged() <-chan struct{} {
+	if l.replayWake == nil {
+		l.replayWake = make(chan struct{})
+	}
+	return l.replayWake
+}
+
+// wakeReplays tells the replays waiting on this lane that its schedule
+// changed (a start, a finish, a pause or resume, a new rate), so they ask
+// again. Called from reschedule; requires l.mu.
+func (l *lane) wakeReplays() {
+	if l.replayWake != nil {
+		close(l.replayWake)
+		l.replayWake = nil
+	}
 }
 
 // replayWait reports whether a replayed job would wait behind, or take

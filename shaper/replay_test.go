@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
@@ -10,11 +11,11 @@ import (
 	"github.com/shaperd/shaper/queue"
 )
 
-// replay is ReplayAt(now) of a job with id on downstream, waiting for the
+// replay is TryReplayAt(now) of a job with id on downstream, waiting for the
 // receipt.
 func (h *harness) replay(downstream, id string) Receipt {
 	ch := make(chan Receipt, 1)
-	h.sh.Replay(&queue.Job{ID: id, Downstream: downstream, Payload: []byte("r")}, func(rc Receipt) { ch <- rc })
+	h.sh.TryReplay(&queue.Job{ID: id, Downstream: downstream, Payload: []byte("r")}, func(rc Receipt) { ch <- rc })
 	return <-ch
 }
 
@@ -171,6 +172,47 @@ func TestReplayIntoFullLaneWaits(t *testing.T) {
 		synctest.Wait()
 		if st := h.status("a"); st.Rejected[ReasonQueueFull] != 0 || st.Accepted != 4 {
 			t.Errorf("status %+v, want 4 accepted, no queue_full", st)
+		}
+	})
+}
+
+// Replay waits on the lane's readiness instead of answering busy: behind a
+// backlog of live jobs it is accepted in the first free slot, and into a
+// paused full lane once the lane resumed and drained; a cancelled wait
+// calls nothing.
+func TestReplayWaitsForReadiness(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := newRecSink(nil)
+		h := start(t, Settings{Lanes: []LaneSettings{laneCfg("a", 4, 3)}}, map[string]Sink{"a": sink})
+		defer h.stop()
+		if err := h.sh.Pause("a"); err != nil {
+			t.Fatal(err)
+		}
+		h.submit("a", 3) // full
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		called := false
+		if err := h.sh.Replay(ctx, &queue.Job{ID: "x", Downstream: "a"}, func(Receipt) { called = true }); !errors.Is(err, context.DeadlineExceeded) || called {
+			t.Fatalf("Replay into a paused lane with a 1s deadline: %v (done called %v), want the deadline and no call", err, called)
+		}
+		cancel()
+		go func() {
+			time.Sleep(time.Second) // resumed at 2 s
+			_ = h.sh.Resume("a")
+		}()
+		ch := make(chan Receipt, 1)
+		if err := h.sh.Replay(t.Context(), &queue.Job{ID: "r", Downstream: "a", Payload: []byte("r")}, func(rc Receipt) { ch <- rc }); err != nil {
+			t.Fatal(err)
+		}
+		if rc := <-ch; !rc.Accepted {
+			t.Fatalf("Replay: %+v, want accepted once the lane drained", rc)
+		}
+		if got := time.Since(sink.t0); got != 2750*time.Millisecond { // live at 2, 2.25, 2.5
+			t.Errorf("replay accepted at %v, want 2.75s", got)
+		}
+		synctest.Wait()
+		wantStarts(t, sink.starts(), 2, 2.25, 2.5, 2.75)
+		if st := h.status("a"); st.Received != 4 || st.Accepted != 4 {
+			t.Errorf("status %+v: the waits must count nothing", st)
 		}
 	})
 }

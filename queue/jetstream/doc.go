@@ -38,11 +38,8 @@
 //
 // # Dead letters
 //
-// Store.Dead is the dead-letter store (dead.go): downstream D's dead
-// letters are kept in stream <StreamPrefix>_DEAD_D on D's dead-letter
-// subject (limits retention, discard old, bounded by age and count), so a
-// dead letter is kept whether or not anyone subscribes. A failed or expired
-// job is termed only after the store acknowledged its dead letter.
+// The dead-letter streams are package shaper/deadletter's; a failed or
+// expired job is termed only after its dead letter was taken.
 //
 // Stream settings that cannot be changed safely (retention, storage,
 // replicas, subjects, discard) are compared with an existing stream and

@@ -82,8 +82,6 @@ type Store struct {
 
 	mu      sync.Mutex
 	pending map[*nats.Msg]pendingPub // async publishes awaiting their PubAck
-
-	dead *DeadStore
 }
 
 type pendingPub struct {
@@ -96,7 +94,6 @@ type pendingPub struct {
 func New(nc *nats.Conn, s Settings) (*Store, error) {
 	st := &Store{nc: nc, set: s.withDefaults(), pending: map[*nats.Msg]pendingPub{}}
 	st.log = st.set.Logger
-	st.dead = newDeadStore(st)
 	js, err := natsjs.New(nc,
 		natsjs.WithPublishAsyncMaxPending(st.set.MaxPending),
 		natsjs.WithPublishAsyncTimeout(10*time.Second),

@@ -16,8 +16,8 @@ import (
 
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
@@ -39,10 +39,10 @@ type Daemon struct {
 	reg     *prometheus.Registry
 	metrics *daemonMetrics
 	jobs    *shaper.Metrics
-	deadMet *deadMetrics
+	deadMet *deadletter.Metrics
 	dedupe  *dedupe
 	history *admin.History
-	replays *replays // dead-letter replayers
+	replays *deadletter.Replays // dead-letter replayers
 
 	mu  sync.Mutex // guards cfg and serialises Reload
 	cfg config.Config
@@ -59,7 +59,7 @@ type Daemon struct {
 
 	// dead is the dead-letter store; nil before Run has made it, or when
 	// the NATS server has no JetStream (dead letters are then published).
-	dead atomic.Pointer[jetstream.DeadStore]
+	dead atomic.Pointer[deadletter.Store]
 	// deadPublishOnly is set when the server has no JetStream: there is
 	// no store to list or replay.
 	deadPublishOnly atomic.Bool
@@ -85,18 +85,18 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		reg:     opts.Registry,
 		metrics: newDaemonMetrics(opts.Registry),
 		jobs:    shaper.NewMetrics(opts.Registry),
-		deadMet: newDeadMetrics(opts.Registry),
+		deadMet: deadletter.NewMetrics(opts.Registry),
 		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
 	d.dedupe.evictions = d.metrics.dedupeEvicted
 	d.history = admin.NewHistory(opts.HistoryInterval, d.metrics.achievedRate)
-	d.replays = newReplays(opts.Registry, opts.Logger)
+	d.replays = deadletter.NewReplays(d.deadMet, opts.Logger)
 	for name := range cfg.Downstreams { // every series exists from the start
 		d.metrics.achievedRate.WithLabelValues(name).Set(0)
-		d.replays.labels([]string{name}, nil)
-		d.deadMet.forDownstreams([]string{name})
+		d.deadMet.Labels([]string{name}, nil)
+		d.deadMet.ForDownstreams([]string{name})
 	}
 	d.view.Store(newView(cfg))
 	return d, nil
@@ -261,7 +261,7 @@ func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
 
 // subscribe starts intake on <prefix>.> in the queue group: one subscription,
 // so messages are handled one at a time (the handler does no I/O but the reply).
-func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, rejected *rejectedDL) (*nats.Subscription, error) {
+func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, rejected *deadletter.Rejected) (*nats.Subscription, error) {
 	in := &intake{
 		limits:   func() intakeLimits { return d.view.Load().limits },
 		known:    d.known,

@@ -2,37 +2,35 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
-	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/deadletter"
 )
 
 // deadAPI is the admin API's view of the dead letters (admin.DeadLetters):
 // the daemon's dead-letter store for list, show, delete and purge, its
-// replayers for replay.
+// replayers for replay; it only translates between the two packages.
 type deadAPI struct{ d *Daemon }
 
 var _ admin.DeadLetters = deadAPI{}
 
 // store returns the dead-letter store once Run has made it, after
 // checking that downstream is configured.
-func (a deadAPI) store(downstream string) (deadStore, error) {
+func (a deadAPI) store(downstream string) (*deadletter.Store, error) {
 	if _, ok := a.d.known(downstream); !ok {
 		return nil, fmt.Errorf("dead letters of %q: %w", downstream, shaper.ErrUnknownDownstream)
 	}
 	st := a.d.dead.Load()
 	switch {
 	case st == nil && a.d.deadPublishOnly.Load():
-		return nil, errNoStore
+		return nil, deadletter.ErrNoStore
 	case st == nil:
-		return nil, errStarting
+		return nil, deadletter.ErrNotStarted
 	}
 	return st, nil
 }
@@ -42,7 +40,7 @@ func (a deadAPI) List(ctx context.Context, downstream string, q admin.DeadQuery)
 	if err != nil {
 		return nil, 0, err
 	}
-	list, total, err := st.List(ctx, downstream, jetstream.DeadFilter{Reason: q.Reason, Limit: q.Limit})
+	list, total, err := st.List(ctx, downstream, deadletter.Filter{Reason: q.Reason, Limit: q.Limit})
 	if err != nil {
 		return nil, 0, deadError(err)
 	}
@@ -65,7 +63,7 @@ func (a deadAPI) Get(ctx context.Context, downstream string, seq uint64) (admin.
 	return admin.DeadLetterDetail{
 		DeadLetter: deadView(dl),
 		Payload:    dl.Data,
-		Headers:    producerHeaders(http.Header(dl.Header), ""),
+		Headers:    deadletter.ProducerHeaders(http.Header(dl.Header), ""),
 	}, nil
 }
 
@@ -89,12 +87,16 @@ func (a deadAPI) Replay(ctx context.Context, downstream string, r admin.ReplayRe
 	if _, err := a.store(downstream); err != nil {
 		return 0, err
 	}
-	return a.d.replays.replace(ctx, downstream, r)
+	n, err := a.d.replays.Replace(ctx, downstream, deadletter.ReplayRequest{Rate: r.Rate, Reason: r.Reason, Limit: r.Limit})
+	if errors.Is(err, deadletter.ErrNotFound) {
+		err = fmt.Errorf("%w: %w", admin.ErrDeadNotFound, err)
+	}
+	return n, err
 }
 
 // deadView is a stored dead letter as the admin API lists it, read from
 // the headers the dead-letter publisher set.
-func deadView(dl jetstream.DeadLetter) admin.DeadLetter {
+func deadView(dl deadletter.Stored) admin.DeadLetter {
 	h := http.Header(dl.Header)
 	attempts, _ := strconv.Atoi(h.Get(hdrAttempt))
 	size := dl.Size
@@ -107,37 +109,11 @@ func deadView(dl jetstream.DeadLetter) admin.DeadLetter {
 	}
 }
 
-// startReplays lets the replayers run on the dead-letter store, the shaper
-// and a KV bucket of plans on nc, resuming every stored replay; it returns
-// their cleanup.
-func (d *Daemon) startReplays(ctx context.Context, cfg config.Config, nc *nats.Conn, sh *shaper.Shaper) (func() error, error) {
-	st := d.dead.Load()
-	if st == nil { // no JetStream: dead letters are only published, nothing to replay
-		return func() error { return nil }, nil
+// deadError maps the store's errors onto the admin API's, and says so
+// when the cause is a NATS server without JetStream.
+func deadError(err error) error {
+	if errors.Is(err, deadletter.ErrNotFound) {
+		return fmt.Errorf("%w: %w", admin.ErrDeadNotFound, err)
 	}
-	plans, err := newKVPlans(nc, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return d.replays.start(ctx, &replayDeps{
-		store: st, target: sh, plans: plans, keyHeader: cfg.Ingress.KeyHeader,
-		rate: func(name string) (float64, bool) {
-			ds, ok := d.config().Downstreams[name]
-			return float64(ds.Rate), ok
-		},
-	}), nil
-}
-
-// downstreamChanges lists next's downstreams and those of old it no
-// longer has.
-func downstreamChanges(old, next config.Config) (names, gone []string) {
-	for name := range next.Downstreams {
-		names = append(names, name)
-	}
-	for name := range old.Downstreams {
-		if _, ok := next.Downstreams[name]; !ok {
-			gone = append(gone, name)
-		}
-	}
-	return names, gone
+	return deadletter.StoreError(err)
 }

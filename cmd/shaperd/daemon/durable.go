@@ -12,6 +12,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/deadletter"
 )
 
 // ensureTimeout bounds the start-up check of the JetStream streams.
@@ -19,7 +20,7 @@ const ensureTimeout = 10 * time.Second
 
 // storage prepares the JetStream side: the durable queues' factory and the
 // dead-letter stores.
-func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Queue, error), *deadLetters, error) {
+func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Queue, error), *deadletter.Publisher, error) {
 	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
 		return nil, nil, err
@@ -28,7 +29,7 @@ func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) 
 	if err != nil {
 		return nil, nil, err
 	}
-	dead, err := d.startDeadLetters(ctx, cfg, nc, st)
+	dead, err := d.startDeadLetters(ctx, cfg, nc)
 	if err != nil {
 		return nil, nil, err
 	}

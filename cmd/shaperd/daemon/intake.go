@@ -11,6 +11,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/deadletter"
 )
 
 // intake turns intake messages into submissions and answers producers.
@@ -24,7 +25,7 @@ type intake struct {
 	metrics  *daemonMetrics
 	dedupe   *dedupe
 	known    func(downstream string) (deadLetter string, ok bool) // configured downstreams
-	dead     *rejectedDL                                          // stores rejected plain publishes' dead letters
+	dead     *deadletter.Rejected                                 // stores rejected plain publishes' dead letters
 	nc       *nats.Conn
 	log      *slog.Logger
 	newJobID func() string
@@ -144,7 +145,7 @@ func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Re
 	if err != nil {
 		errText = err.Error()
 	}
-	in.dead.add(shaper.DeadLetter{Subject: subject, Job: job, Reason: reason, Err: errText})
+	in.dead.Add(shaper.DeadLetter{Subject: subject, Job: job, Reason: reason, Err: errText})
 }
 
 func (in *intake) respond(msg *nats.Msg, reply *nats.Msg) {

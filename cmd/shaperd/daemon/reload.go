@@ -48,7 +48,7 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 		return fmt.Errorf("apply config: %w", err)
 	}
 	d.view.Store(newView(next))
-	d.replays.labels(downstreamChanges(d.cfg, next))
+	d.deadMet.Labels(downstreamChanges(d.cfg, next))
 	d.ensureDead(next)
 	d.dedupe.setWindow(next.Ingress.DedupeWindow)
 	d.cfg = next

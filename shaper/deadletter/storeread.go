@@ -1,4 +1,4 @@
-package jetstream
+package deadletter
 
 import (
 	"context"
@@ -26,7 +26,7 @@ const listBatch = 256
 // (ignoring f.Limit). It reads the stream's headers through an ordered
 // consumer up to the last sequence stored when it was called, so dead
 // letters stored meanwhile are not listed.
-func (d *DeadStore) List(ctx context.Context, downstream string, f DeadFilter) ([]DeadLetter, int, error) {
+func (d *Store) List(ctx context.Context, downstream string, f Filter) ([]Stored, int, error) {
 	ds, s, err := d.stream(ctx, downstream)
 	if err != nil {
 		return nil, 0, err
@@ -51,7 +51,7 @@ func (d *DeadStore) List(ctx context.Context, downstream string, f DeadFilter) (
 	defer func() {
 		if info := c.CachedInfo(); info != nil {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = d.st.js.DeleteConsumer(dctx, ds.name, info.Name)
+			_ = d.js.DeleteConsumer(dctx, ds.name, info.Name)
 			cancel()
 		}
 	}()
@@ -70,10 +70,10 @@ func (d *DeadStore) List(ctx context.Context, downstream string, f DeadFilter) (
 
 // lister collects one List.
 type lister struct {
-	f       DeadFilter
+	f       Filter
 	last    uint64 // stop after this sequence
 	counted bool   // the total is the stream's count: stop at the limit
-	out     []DeadLetter
+	out     []Stored
 	matched int  // matches read
 	done    bool // the last sequence was read
 }
@@ -122,7 +122,7 @@ func (l *lister) take(m natsjs.Msg) {
 		return
 	}
 	size, _ := strconv.Atoi(h.Get(hdrMsgSize))
-	l.out = append(l.out, DeadLetter{Seq: seq, Time: md.Timestamp, Header: stripped(h), Size: size})
+	l.out = append(l.out, Stored{Seq: seq, Time: md.Timestamp, Header: stripped(h), Size: size})
 }
 
 // stripped copies h without the headers the store or the listing added.
@@ -136,21 +136,21 @@ func stripped(h nats.Header) nats.Header {
 	return out
 }
 
-// Get returns one dead letter with its payload, or ErrDeadNotFound.
-func (d *DeadStore) Get(ctx context.Context, downstream string, seq uint64) (DeadLetter, error) {
+// Get returns one dead letter with its payload, or ErrNotFound.
+func (d *Store) Get(ctx context.Context, downstream string, seq uint64) (Stored, error) {
 	_, s, err := d.stream(ctx, downstream)
 	if err != nil {
-		return DeadLetter{}, err
+		return Stored{}, err
 	}
 	if seq == 0 {
-		return DeadLetter{}, fmt.Errorf("%w: downstream %s: sequences start at 1", ErrDeadNotFound, downstream)
+		return Stored{}, fmt.Errorf("%w: downstream %s: sequences start at 1", ErrNotFound, downstream)
 	}
 	raw, err := s.GetMsg(ctx, seq)
 	switch {
 	case errors.Is(err, natsjs.ErrMsgNotFound):
-		return DeadLetter{}, fmt.Errorf("%w: downstream %s holds no dead letter %d", ErrDeadNotFound, downstream, seq)
+		return Stored{}, fmt.Errorf("%w: downstream %s holds no dead letter %d", ErrNotFound, downstream, seq)
 	case err != nil:
-		return DeadLetter{}, fmt.Errorf("get dead letter %d of %s: %w", seq, downstream, err)
+		return Stored{}, fmt.Errorf("get dead letter %d of %s: %w", seq, downstream, err)
 	}
-	return DeadLetter{Seq: raw.Sequence, Time: raw.Time, Header: stripped(raw.Header), Data: raw.Data, Size: len(raw.Data)}, nil
+	return Stored{Seq: raw.Sequence, Time: raw.Time, Header: stripped(raw.Header), Data: raw.Data, Size: len(raw.Data)}, nil
 }

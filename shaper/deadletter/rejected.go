@@ -1,4 +1,4 @@
-package daemon
+package deadletter
 
 import (
 	"bytes"
@@ -19,14 +19,15 @@ const (
 	rejectedLogGap  = 10 * time.Second
 )
 
-// rejectedDL stores the dead letters of rejected plain publishes (no
+// Rejected stores the dead letters of rejected plain publishes (no
 // reply subject: nobody was told) from one goroutine, so intake never waits
-// on the store. Such a job was never accepted, so one the store refuses or
+// on the store. Create it with StartRejected; Add is safe for concurrent
+// use. Such a job was never accepted, so one the store refuses or
 // falls behind on (more than rejectedBacklog or rejectedBytes waiting) is
 // not retried: it is
 // counted in shaper_dead_letters_lost_total and logged. A flood of
 // rejections is bounded twice: here, and by the store's own bounds.
-type rejectedDL struct {
+type Rejected struct {
 	dl   shaper.DeadLetterer
 	jobs *shaper.Metrics
 	log  *slog.Logger
@@ -40,10 +41,10 @@ type rejectedDL struct {
 	lastLog time.Time
 }
 
-// startRejectedDL starts the worker; stop (a Run cleanup) stores what is
+// StartRejected starts the worker; stop (a Run cleanup) stores what is
 // waiting, each within rejectedTimeout, and returns.
-func startRejectedDL(dl shaper.DeadLetterer, jobs *shaper.Metrics, log *slog.Logger) (*rejectedDL, func() error) {
-	r := &rejectedDL{dl: dl, jobs: jobs, log: log, ch: make(chan shaper.DeadLetter, rejectedBacklog)}
+func StartRejected(dl shaper.DeadLetterer, jobs *shaper.Metrics, log *slog.Logger) (*Rejected, func() error) {
+	r := &Rejected{dl: dl, jobs: jobs, log: log, ch: make(chan shaper.DeadLetter, rejectedBacklog)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	r.wg.Go(func() { r.run(ctx) })
@@ -55,9 +56,9 @@ func startRejectedDL(dl shaper.DeadLetterer, jobs *shaper.Metrics, log *slog.Log
 	}
 }
 
-// add queues one dead letter; it never blocks. The payload is copied: the
+// Add queues one dead letter; it never blocks. The payload is copied: the
 // message's buffer also holds its headers, which need not wait too.
-func (r *rejectedDL) add(dl shaper.DeadLetter) {
+func (r *Rejected) Add(dl shaper.DeadLetter) {
 	if r.stopped.Load() {
 		r.lost(dl, "the daemon is stopping", nil)
 		return
@@ -81,7 +82,7 @@ func (r *rejectedDL) add(dl shaper.DeadLetter) {
 
 // run stores until ctx is done, then what is waiting, all of it within
 // one more rejectedTimeout (past that each is counted lost).
-func (r *rejectedDL) run(ctx context.Context) {
+func (r *Rejected) run(ctx context.Context) {
 	for {
 		select {
 		case dl := <-r.ch:
@@ -101,7 +102,7 @@ func (r *rejectedDL) run(ctx context.Context) {
 	}
 }
 
-func (r *rejectedDL) store(ctx context.Context, dl shaper.DeadLetter) {
+func (r *Rejected) store(ctx context.Context, dl shaper.DeadLetter) {
 	defer r.bytes.Add(-int64(len(dl.Job.Payload)))
 	sctx, cancel := context.WithTimeout(ctx, rejectedTimeout)
 	defer cancel()
@@ -113,7 +114,7 @@ func (r *rejectedDL) store(ctx context.Context, dl shaper.DeadLetter) {
 
 // lost counts a dead letter neither stored nor published, logging at
 // most one line per rejectedLogGap at warning level.
-func (r *rejectedDL) lost(dl shaper.DeadLetter, why string, err error) {
+func (r *Rejected) lost(dl shaper.DeadLetter, why string, err error) {
 	r.jobs.DeadLetterLost(dl.Job.Downstream)
 	level := slog.LevelDebug
 	r.mu.Lock()

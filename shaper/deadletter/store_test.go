@@ -1,4 +1,4 @@
-package jetstream
+package deadletter
 
 import (
 	"context"
@@ -23,14 +23,14 @@ func deadMsg(reason, payload string) *nats.Msg {
 	return m
 }
 
-func ensureDead(t *testing.T, d *DeadStore, s DeadSettings) {
+func ensureDead(t *testing.T, d *Store, s StreamSettings) {
 	t.Helper()
-	if err := d.Ensure(context.Background(), []DeadSettings{s}); err != nil {
+	if err := d.Ensure(context.Background(), []StreamSettings{s}); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func put(t *testing.T, d *DeadStore, reason string, payloads ...string) {
+func put(t *testing.T, d *Store, reason string, payloads ...string) {
 	t.Helper()
 	for _, p := range payloads {
 		if _, err := d.Put(context.Background(), "printer", deadMsg(reason, p)); err != nil {
@@ -39,7 +39,7 @@ func put(t *testing.T, d *DeadStore, reason string, payloads ...string) {
 	}
 }
 
-func payloads(t *testing.T, d *DeadStore, f DeadFilter) ([]string, int) {
+func payloads(t *testing.T, d *Store, f Filter) ([]string, int) {
 	t.Helper()
 	ctx := context.Background()
 	list, total, err := d.List(ctx, "printer", f)
@@ -63,8 +63,8 @@ func payloads(t *testing.T, d *DeadStore, f DeadFilter) ([]string, int) {
 // The count bound discards the oldest; Stats counts them as discarded.
 func TestDeadCountBound(t *testing.T) {
 	st, js := runStore(t)
-	d := st.Dead()
-	ensureDead(t, d, DeadSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxAge: time.Hour, MaxMsgs: 3})
+	d := st
+	ensureDead(t, d, StreamSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxAge: time.Hour, MaxMsgs: 3})
 	s, err := js.Stream(context.Background(), "SHAPER_DEAD_printer")
 	if err != nil {
 		t.Fatal(err)
@@ -75,7 +75,7 @@ func TestDeadCountBound(t *testing.T) {
 		t.Fatalf("stream config %+v", cfg)
 	}
 	put(t, d, "failed", "1", "2", "3", "4", "5")
-	got, total := payloads(t, d, DeadFilter{})
+	got, total := payloads(t, d, Filter{})
 	if strings.Join(got, ",") != "3,4,5" || total != 3 {
 		t.Fatalf("stored %v (total %d), want the newest 3,4,5", got, total)
 	}
@@ -95,8 +95,8 @@ func TestDeadCountBound(t *testing.T) {
 // The age bound discards what is older than MaxAge, counted as discarded.
 func TestDeadAgeBound(t *testing.T) {
 	st, _ := runStore(t)
-	d := st.Dead()
-	ensureDead(t, d, DeadSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxAge: time.Second, MaxMsgs: 100})
+	d := st
+	ensureDead(t, d, StreamSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxAge: time.Second, MaxMsgs: 100})
 	put(t, d, "expired", "a", "b")
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -120,8 +120,8 @@ func TestDeadAgeBound(t *testing.T) {
 // List filters by reason and After, limits, and counts every match.
 func TestDeadListFilter(t *testing.T) {
 	st, _ := runStore(t)
-	d := st.Dead()
-	ensureDead(t, d, DeadSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 1000})
+	d := st
+	ensureDead(t, d, StreamSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 1000})
 	put(t, d, "failed", "f1")
 	put(t, d, "queue_full", "q1")
 	put(t, d, "failed", "f2")
@@ -132,16 +132,16 @@ func TestDeadListFilter(t *testing.T) {
 	put(t, d, "failed", "f3")
 	for _, tc := range []struct {
 		name  string
-		f     DeadFilter
+		f     Filter
 		want  string
 		total int
 	}{
-		{"reason", DeadFilter{Reason: "failed"}, "f1,f2,f3", 3},
-		{"reason and limit", DeadFilter{Reason: "failed", Limit: 2}, "f1,f2", 3},
-		{"limit", DeadFilter{Limit: 2}, "f1,q1", listBatch + 14},
-		{"after", DeadFilter{Reason: "failed", After: 1}, "f2,f3", 2},
-		{"no match", DeadFilter{Reason: "shutdown"}, "", 0},
-		{"after the last", DeadFilter{After: 100000}, "", 0},
+		{"reason", Filter{Reason: "failed"}, "f1,f2,f3", 3},
+		{"reason and limit", Filter{Reason: "failed", Limit: 2}, "f1,f2", 3},
+		{"limit", Filter{Limit: 2}, "f1,q1", listBatch + 14},
+		{"after", Filter{Reason: "failed", After: 1}, "f2,f3", 2},
+		{"no match", Filter{Reason: "shutdown"}, "", 0},
+		{"after the last", Filter{After: 100000}, "", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, total := payloads(t, d, tc.f)
@@ -150,7 +150,7 @@ func TestDeadListFilter(t *testing.T) {
 			}
 		})
 	}
-	list, total, err := d.List(context.Background(), "printer", DeadFilter{Reason: "expired", Limit: 1})
+	list, total, err := d.List(context.Background(), "printer", Filter{Reason: "expired", Limit: 1})
 	if err != nil || len(list) != 1 || total != listBatch+10 || list[0].Header.Get("Shaper-Reason") != "expired" {
 		t.Fatalf("List expired: %+v, total %d, %v", list, total, err)
 	}
@@ -163,9 +163,9 @@ func TestDeadListFilter(t *testing.T) {
 // removed is not counted as discarded.
 func TestDeadGetDeletePurge(t *testing.T) {
 	st, _ := runStore(t)
-	d := st.Dead()
+	d := st
 	ctx := context.Background()
-	ensureDead(t, d, DeadSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10})
+	ensureDead(t, d, StreamSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10})
 	put(t, d, "failed", "a", "b", "c")
 	dl, err := d.Get(ctx, "printer", 2)
 	if err != nil {
@@ -178,13 +178,13 @@ func TestDeadGetDeletePurge(t *testing.T) {
 	if err := d.Delete(ctx, "printer", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Get(ctx, "printer", 2); !errors.Is(err, ErrDeadNotFound) {
-		t.Fatalf("Get of a deleted one: %v, want ErrDeadNotFound", err)
+	if _, err := d.Get(ctx, "printer", 2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get of a deleted one: %v, want ErrNotFound", err)
 	}
-	if err := d.Delete(ctx, "printer", 2); !errors.Is(err, ErrDeadNotFound) {
-		t.Fatalf("Delete twice: %v, want ErrDeadNotFound", err)
+	if err := d.Delete(ctx, "printer", 2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Delete twice: %v, want ErrNotFound", err)
 	}
-	if got, _ := payloads(t, d, DeadFilter{}); strings.Join(got, ",") != "a,c" {
+	if got, _ := payloads(t, d, Filter{}); strings.Join(got, ",") != "a,c" {
 		t.Fatalf("after Delete: %v", got)
 	}
 	if err := d.Purge(ctx, "printer"); err != nil {
@@ -200,13 +200,13 @@ func TestDeadGetDeletePurge(t *testing.T) {
 	}
 }
 
-// Unknown downstreams and sequences are ErrDeadNotFound, for every method.
+// Unknown downstreams and sequences are ErrNotFound, for every method.
 func TestDeadNotFound(t *testing.T) {
 	st, _ := runStore(t)
-	d := st.Dead()
+	d := st
 	ctx := context.Background()
-	ensureDead(t, d, DeadSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10})
-	_, _, listErr := d.List(ctx, "nope", DeadFilter{})
+	ensureDead(t, d, StreamSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10})
+	_, _, listErr := d.List(ctx, "nope", Filter{})
 	_, getErr := d.Get(ctx, "nope", 1)
 	_, putErr := d.Put(ctx, "nope", deadMsg("failed", "x"))
 	_, statsErr := d.Stats(ctx, "nope")
@@ -217,11 +217,11 @@ func TestDeadNotFound(t *testing.T) {
 		"Delete": d.Delete(ctx, "nope", 1), "Purge": d.Purge(ctx, "nope"),
 		"Get unknown seq": seqErr, "Get seq 0": zeroErr, "Delete unknown seq": d.Delete(ctx, "printer", 7),
 	} {
-		if !errors.Is(err, ErrDeadNotFound) {
-			t.Errorf("%s: %v, want ErrDeadNotFound", name, err)
+		if !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: %v, want ErrNotFound", name, err)
 		}
 	}
-	if err := d.Register([]DeadSettings{{Downstream: "x"}}); err == nil {
+	if err := d.Register([]StreamSettings{{Downstream: "x"}}); err == nil {
 		t.Error("Register without a subject: no error")
 	}
 }
@@ -230,11 +230,11 @@ func TestDeadNotFound(t *testing.T) {
 // stream; core subscribers still receive every dead letter.
 func TestDeadEnsureUpdatesAndPutRecreates(t *testing.T) {
 	st, js := runStore(t)
-	d := st.Dead()
+	d := st
 	ctx := context.Background()
-	ensureDead(t, d, DeadSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10})
+	ensureDead(t, d, StreamSettings{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10})
 	put(t, d, "failed", "a", "b", "c")
-	ensureDead(t, d, DeadSettings{Downstream: "printer", Subject: "dl.printer", MaxMsgs: 2, MaxAge: time.Minute})
+	ensureDead(t, d, StreamSettings{Downstream: "printer", Subject: "dl.printer", MaxMsgs: 2, MaxAge: time.Minute})
 	s, _ := js.Stream(ctx, "SHAPER_DEAD_printer")
 	if cfg := s.CachedInfo().Config; cfg.MaxMsgs != 2 || cfg.MaxAge != time.Minute || cfg.Subjects[0] != "dl.printer" {
 		t.Fatalf("updated config %+v", cfg)
@@ -247,7 +247,7 @@ func TestDeadEnsureUpdatesAndPutRecreates(t *testing.T) {
 	if m, err := sub.NextMsg(5 * time.Second); err != nil || string(m.Data) != "d" {
 		t.Fatalf("core subscriber: %v, %v", m, err)
 	}
-	if got, _ := payloads(t, d, DeadFilter{}); strings.Join(got, ",") != "c,d" {
+	if got, _ := payloads(t, d, Filter{}); strings.Join(got, ",") != "c,d" {
 		t.Fatalf("after the update to max 2: %v", got)
 	}
 	if err := js.DeleteStream(ctx, "SHAPER_DEAD_printer"); err != nil {
@@ -257,7 +257,7 @@ func TestDeadEnsureUpdatesAndPutRecreates(t *testing.T) {
 	// for the client's timeout before Put re-creates the stream)
 	_ = sub.Unsubscribe()
 	put(t, d, "failed", "e")
-	if got, _ := payloads(t, d, DeadFilter{}); strings.Join(got, ",") != "e" {
+	if got, _ := payloads(t, d, Filter{}); strings.Join(got, ",") != "e" {
 		t.Fatalf("after re-creation: %v", got)
 	}
 }
@@ -271,7 +271,7 @@ func TestDeadEnsureIncompatible(t *testing.T) {
 		Retention: natsjs.WorkQueuePolicy}); err != nil {
 		t.Fatal(err)
 	}
-	err := st.Dead().Ensure(ctx, []DeadSettings{{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10}})
+	err := st.Ensure(ctx, []StreamSettings{{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10}})
 	if !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "retention is WorkQueue, shaperd needs Limits") {
 		t.Fatalf("Ensure: %v, want ErrIncompatible naming the retention", err)
 	}
@@ -288,17 +288,17 @@ func TestDeadNoJetStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := New(nc, Settings{})
+	st, err := NewStore(nc, StoreSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err = st.Dead().Ensure(ctx, []DeadSettings{{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10}})
+	err = st.Ensure(ctx, []StreamSettings{{Downstream: "printer", Subject: "shaper.dead.printer", MaxMsgs: 10}})
 	if !errors.Is(err, ErrNoJetStream) {
 		t.Fatalf("Ensure: %v, want ErrNoJetStream", err)
 	}
-	if _, err := st.Dead().Put(ctx, "printer", deadMsg("failed", "x")); !errors.Is(err, ErrNoJetStream) {
+	if _, err := st.Put(ctx, "printer", deadMsg("failed", "x")); !errors.Is(err, ErrNoJetStream) {
 		t.Fatalf("Put: %v, want ErrNoJetStream", err)
 	}
 }
@@ -329,4 +329,27 @@ func TestDiscardsAccounting(t *testing.T) {
 			t.Fatalf("%s: %d, want %d", s.name, got, s.want)
 		}
 	}
+}
+
+// runStore is a dead-letter store on a fresh JetStream server, and a
+// JetStream client to look at its streams.
+func runStore(t *testing.T) (*Store, natsjs.JetStream) {
+	t.Helper()
+	opts := natsserver.DefaultTestOptions
+	opts.Port = -1
+	opts.JetStream = true
+	opts.StoreDir = t.TempDir()
+	srv := natsserver.RunServer(&opts)
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	st, err := NewStore(nc, StoreSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := natsjs.New(nc)
+	return st, js
 }

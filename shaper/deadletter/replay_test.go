@@ -1,4 +1,4 @@
-package daemon
+package deadletter
 
 import (
 	"context"
@@ -14,17 +14,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/queue"
-	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
 )
 
-// memDead is a dead-letter store in memory, as *jetstream.DeadStore
+// memDead is a dead-letter store in memory, as *Store
 // behaves: oldest first, filtered by Shaper-Reason. Safe for concurrent use.
 type memDead struct {
 	mu      sync.Mutex
-	held    []jetstream.DeadLetter
+	held    []Stored
 	deleted []uint64
 }
 
@@ -37,13 +35,13 @@ func (m *memDead) put(seq uint64, reason, jobID string) {
 	h.Set("Shaper-Attempt", "2")
 	h.Set("Content-Type", "text/plain")
 	h.Set("Shaper-Key", "tenant-1")
-	m.held = append(m.held, jetstream.DeadLetter{Seq: seq, Header: h, Data: []byte("job " + jobID), Size: 4 + len(jobID)})
+	m.held = append(m.held, Stored{Seq: seq, Header: h, Data: []byte("job " + jobID), Size: 4 + len(jobID)})
 }
 
-func (m *memDead) List(_ context.Context, _ string, f jetstream.DeadFilter) ([]jetstream.DeadLetter, int, error) {
+func (m *memDead) List(_ context.Context, _ string, f Filter) ([]Stored, int, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []jetstream.DeadLetter
+	var out []Stored
 	total := 0
 	for _, dl := range m.held {
 		if dl.Seq > f.After && (f.Reason == "" || dl.Header.Get("Shaper-Reason") == f.Reason) {
@@ -57,7 +55,7 @@ func (m *memDead) List(_ context.Context, _ string, f jetstream.DeadFilter) ([]j
 	return out, total, nil
 }
 
-func (m *memDead) Get(_ context.Context, _ string, seq uint64) (jetstream.DeadLetter, error) {
+func (m *memDead) Get(_ context.Context, _ string, seq uint64) (Stored, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, dl := range m.held {
@@ -65,7 +63,7 @@ func (m *memDead) Get(_ context.Context, _ string, seq uint64) (jetstream.DeadLe
 			return dl, nil
 		}
 	}
-	return jetstream.DeadLetter{}, jetstream.ErrDeadNotFound
+	return Stored{}, ErrNotFound
 }
 
 func (m *memDead) Delete(_ context.Context, _ string, seq uint64) error {
@@ -78,7 +76,7 @@ func (m *memDead) Delete(_ context.Context, _ string, seq uint64) error {
 			return nil
 		}
 	}
-	return jetstream.ErrDeadNotFound
+	return ErrNotFound
 }
 
 func (m *memDead) Purge(context.Context, string) error { return nil }
@@ -93,7 +91,7 @@ func (m *memDead) seqs() []uint64 {
 	return out
 }
 
-// memPlans is a planStore in memory with the KV bucket's revisions.
+// memPlans are Plans in memory with the KV bucket's revisions.
 type memPlans struct {
 	mu    sync.Mutex
 	plans map[string]replayPlan
@@ -180,7 +178,7 @@ func (r *recorder) all() []delivery {
 // replayRig is a running shaper with lane printer (10/s) behind a
 // replays manager over a memDead and memPlans.
 type replayRig struct {
-	rs    *replays
+	rs    *Replays
 	dead  *memDead
 	plans *memPlans
 	sink  *recorder
@@ -200,10 +198,11 @@ func newReplayRig(t *testing.T, dead *memDead, plans *memPlans) *replayRig {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sh.Run(ctx) }()
-	rig.rs = newReplays(rig.reg, slog.New(slog.DiscardHandler))
-	rig.rs.labels([]string{"printer"}, nil)
-	stopReplays := rig.rs.start(ctx, &replayDeps{store: dead, target: sh, plans: plans, keyHeader: "Shaper-Key",
-		rate: func(name string) (float64, bool) { return 10, name == "printer" }})
+	met := NewMetrics(rig.reg)
+	rig.rs = NewReplays(met, slog.New(slog.DiscardHandler))
+	met.Labels([]string{"printer"}, nil)
+	stopReplays := rig.rs.Start(ctx, &ReplayDeps{Store: dead, Target: sh, Plans: plans, KeyHeader: "Shaper-Key",
+		Rate: func(name string) (float64, bool) { return 10, name == "printer" }})
 	rig.stop = func() {
 		_ = stopReplays()
 		cancel()
@@ -243,7 +242,7 @@ func TestReplayPacedByReason(t *testing.T) {
 		}
 		rig := newReplayRig(t, dead, plans)
 		defer rig.stop()
-		n, err := rig.rs.replace(t.Context(), "printer", admin.ReplayRequest{Rate: 2, Reason: "failed", Limit: 4})
+		n, err := rig.rs.Replace(t.Context(), "printer", ReplayRequest{Rate: 2, Reason: "failed", Limit: 4})
 		if err != nil || n != 4 {
 			t.Fatalf("replace: %d, %v; want 4", n, err)
 		}
@@ -275,7 +274,7 @@ func TestReplayResumes(t *testing.T) {
 			dead.put(seq, "failed", fmt.Sprintf("job%d", seq))
 		}
 		rig := newReplayRig(t, dead, plans)
-		if n, err := rig.rs.replace(t.Context(), "printer", admin.ReplayRequest{Rate: 1}); n != 4 || err != nil {
+		if n, err := rig.rs.Replace(t.Context(), "printer", ReplayRequest{Rate: 1}); n != 4 || err != nil {
 			t.Fatalf("replace: %d, %v", n, err)
 		}
 		time.Sleep(1500 * time.Millisecond) // job1 at 0, job2 at 1
@@ -309,11 +308,11 @@ func TestReplayReplaced(t *testing.T) {
 		}
 		rig := newReplayRig(t, dead, plans)
 		defer rig.stop()
-		if n, _ := rig.rs.replace(t.Context(), "printer", admin.ReplayRequest{Rate: 0.1}); n != 5 {
+		if n, _ := rig.rs.Replace(t.Context(), "printer", ReplayRequest{Rate: 0.1}); n != 5 {
 			t.Fatalf("first replay: %d, want 5", n)
 		}
 		time.Sleep(time.Second) // job1 at 0; the next in 10 s
-		if n, _ := rig.rs.replace(t.Context(), "printer", admin.ReplayRequest{Rate: 5, Limit: 2}); n != 2 {
+		if n, _ := rig.rs.Replace(t.Context(), "printer", ReplayRequest{Rate: 5, Limit: 2}); n != 2 {
 			t.Fatalf("second replay: %d, want 2", n)
 		}
 		time.Sleep(time.Second)
@@ -321,7 +320,7 @@ func TestReplayReplaced(t *testing.T) {
 		wantDeliveries(t, rig.sink.all(), []string{"job1", "job2", "job3"}, []float64{0, 1, 1.2})
 		// Another instance takes the next plan over: this one stops after
 		// the entry it was replaying.
-		if n, _ := rig.rs.replace(t.Context(), "printer", admin.ReplayRequest{Rate: 1}); n != 2 {
+		if n, _ := rig.rs.Replace(t.Context(), "printer", ReplayRequest{Rate: 1}); n != 2 {
 			t.Fatalf("third replay: %d, want 2", n)
 		}
 		p, _ := plans.get("printer")
@@ -334,7 +333,7 @@ func TestReplayReplaced(t *testing.T) {
 		if got := rig.sink.all(); len(got) != 4 || got[3].id != "job4" {
 			t.Errorf("deliveries %+v, want job4 then nothing (taken over)", got)
 		}
-		if _, err := rig.rs.replace(t.Context(), "nope", admin.ReplayRequest{}); err == nil {
+		if _, err := rig.rs.Replace(t.Context(), "nope", ReplayRequest{}); err == nil {
 			t.Error("replay of an unknown downstream: no error")
 		}
 	})

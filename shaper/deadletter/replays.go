@@ -1,4 +1,4 @@
-package daemon
+package deadletter
 
 import (
 	"context"
@@ -8,61 +8,64 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/queue"
-	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
 )
 
-// deadStore is what replays and the admin API use of the dead-letter
-// store (a *jetstream.DeadStore).
-type deadStore interface {
-	List(ctx context.Context, downstream string, f jetstream.DeadFilter) ([]jetstream.DeadLetter, int, error)
-	Get(ctx context.Context, downstream string, seq uint64) (jetstream.DeadLetter, error)
+// ReplayStore is what replays use of the dead-letter store (a *Store).
+type ReplayStore interface {
+	List(ctx context.Context, downstream string, f Filter) ([]Stored, int, error)
+	Get(ctx context.Context, downstream string, seq uint64) (Stored, error)
 	Delete(ctx context.Context, downstream string, seq uint64) error
-	Purge(ctx context.Context, downstream string) error
 }
 
-// replayTarget takes replayed jobs back into their lanes (a *shaper.Shaper).
-type replayTarget interface {
-	Replay(job *queue.Job, done func(shaper.Receipt))
+// Target takes replayed jobs back into their lanes (a *shaper.Shaper):
+// Replay waits until the lane can take the job, or ctx ends.
+type Target interface {
+	Replay(ctx context.Context, job *queue.Job, done func(shaper.Receipt)) error
 }
 
-// replayDeps are what the replayers need once the daemon runs.
-type replayDeps struct {
-	store     deadStore
-	target    replayTarget
-	plans     planStore
-	keyHeader string
-	// rate is downstream's configured rate; false when it is not
+// ReplayDeps are what the replayers need once the daemon runs.
+type ReplayDeps struct {
+	Store  ReplayStore
+	Target Target
+	Plans  Plans
+	// KeyHeader is the producer's header that carries a job's key.
+	KeyHeader string
+	// Rate is downstream's configured rate; false when it is not
 	// configured.
-	rate func(downstream string) (float64, bool)
+	Rate func(downstream string) (float64, bool)
 }
 
-// errStarting answers a replay asked for before the daemon runs.
-var errStarting = errors.New("the daemon is starting; try again in a moment")
+// ReplayRequest is what an operator asks of a replay.
+type ReplayRequest struct {
+	Rate   float64 // replays per second; 0 = a tenth of the downstream's rate
+	Reason string  // only dead letters of this reason; "" = any
+	Limit  int     // at most this many; 0 = all
+}
 
-// errNoStore answers the dead-letter routes when the NATS server has no
+// ErrNotStarted answers a replay asked for before the daemon runs.
+var ErrNotStarted = errors.New("the daemon is starting; try again in a moment")
+
+// ErrNoStore answers the dead-letter routes when the NATS server has no
 // JetStream: dead letters are published to their subjects, not stored.
-var errNoStore = errors.New("the NATS server has no JetStream: dead letters are only published to their subjects, not stored")
+var ErrNoStore = errors.New("the NATS server has no JetStream: dead letters are only published to their subjects, not stored")
 
-// replays owns the paced replayers: at most one per downstream, each a
-// goroutine with its own context, all ended and waited for by close. A
-// replay's plan is kept in a planStore as it goes, so the next start
-// resumes it.
-type replays struct {
+// Replays owns the paced replayers: at most one per downstream, each a
+// goroutine with its own context, all ended and waited for by the cleanup
+// Start returns. A replay's plan is kept in its Plans as it goes, so the
+// next start resumes it. Create it with NewReplays; its methods are safe
+// for concurrent use.
+type Replays struct {
 	log      *slog.Logger
 	replayed *prometheus.CounterVec
 
 	req sync.Mutex // serialises replace: one replay request at a time
 
 	mu      sync.Mutex
-	deps    *replayDeps // nil until start
+	deps    *ReplayDeps // nil until Start
 	ctx     context.Context
 	cancel  context.CancelFunc
 	running map[string]*replayer
@@ -75,32 +78,16 @@ type replayer struct {
 	done   chan struct{}
 }
 
-func newReplays(reg prometheus.Registerer, log *slog.Logger) *replays {
-	return &replays{
-		log: log,
-		replayed: promauto.With(reg).NewCounterVec(prometheus.CounterOpts{
-			Name: "shaper_dead_letters_replayed_total",
-			Help: "Dead letters taken back into their downstream's queue by a replay (and then deleted from the store).",
-		}, []string{"downstream"}),
-		running: map[string]*replayer{},
-	}
+// NewReplays prepares the replayers; they count into met's
+// shaper_dead_letters_replayed_total.
+func NewReplays(met *Metrics, log *slog.Logger) *Replays {
+	return &Replays{log: log, replayed: met.replayed, running: map[string]*replayer{}}
 }
 
-// labels creates the replayed series of every downstream in names and
-// deletes those of downstreams in gone.
-func (r *replays) labels(names, gone []string) {
-	for _, n := range names {
-		r.replayed.WithLabelValues(n)
-	}
-	for _, n := range gone {
-		r.replayed.DeleteLabelValues(n)
-	}
-}
-
-// start lets replays run with deps and resumes, in the background, every
+// Start lets replays run with deps and resumes, in the background, every
 // replay its plan store holds. It returns the cleanup that stops every
 // replayer (their plans stay stored) and waits for them.
-func (r *replays) start(ctx context.Context, deps *replayDeps) func() error {
+func (r *Replays) Start(ctx context.Context, deps *ReplayDeps) func() error {
 	r.mu.Lock()
 	r.deps = deps
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -110,7 +97,7 @@ func (r *replays) start(ctx context.Context, deps *replayDeps) func() error {
 }
 
 // close stops every replayer and waits for them. Idempotent.
-func (r *replays) close() error {
+func (r *Replays) close() error {
 	r.mu.Lock()
 	if r.cancel != nil {
 		r.cancel()
@@ -127,9 +114,9 @@ const resumeEvery = 2 * time.Second
 // resume starts a replayer for every stored plan, retrying while the
 // store cannot be read; a plan for a downstream no longer configured is
 // deleted.
-func (r *replays) resume(ctx context.Context, deps *replayDeps) {
+func (r *Replays) resume(ctx context.Context, deps *ReplayDeps) {
 	for {
-		plans, err := deps.plans.load(ctx)
+		plans, err := deps.Plans.load(ctx)
 		if err == nil {
 			for _, p := range plans {
 				r.resumeOne(ctx, deps, p)
@@ -147,10 +134,10 @@ func (r *replays) resume(ctx context.Context, deps *replayDeps) {
 	}
 }
 
-func (r *replays) resumeOne(ctx context.Context, deps *replayDeps, p replayPlan) {
-	if _, ok := deps.rate(p.Downstream); !ok {
+func (r *Replays) resumeOne(ctx context.Context, deps *ReplayDeps, p replayPlan) {
+	if _, ok := deps.Rate(p.Downstream); !ok {
 		r.log.Warn("stored dead-letter replay dropped: its downstream is no longer configured", "downstream", p.Downstream)
-		_ = deps.plans.remove(ctx, p)
+		_ = deps.Plans.remove(ctx, p)
 		return
 	}
 	r.req.Lock() // not while a replay request is being answered
@@ -165,19 +152,20 @@ func (r *replays) resumeOne(ctx context.Context, deps *replayDeps, p replayPlan)
 	r.launch(p)
 }
 
-// replace starts replaying downstream's dead letters as req says,
+// Replace starts replaying downstream's dead letters as req says,
 // replacing a replay already running there, and returns how many will be
-// replayed: those matching now, capped by req.Limit.
-func (r *replays) replace(ctx context.Context, downstream string, req admin.ReplayRequest) (int, error) {
+// replayed: those matching now, capped by req.Limit. It does not wait for
+// the replay, which runs until done, replaced, or the cleanup of Start.
+func (r *Replays) Replace(ctx context.Context, downstream string, req ReplayRequest) (int, error) {
 	r.req.Lock()
 	defer r.req.Unlock()
 	r.mu.Lock()
 	deps := r.deps
 	r.mu.Unlock()
 	if deps == nil {
-		return 0, errStarting
+		return 0, ErrNotStarted
 	}
-	rate, ok := deps.rate(downstream)
+	rate, ok := deps.Rate(downstream)
 	if !ok {
 		return 0, fmt.Errorf("replay %q: %w", downstream, shaper.ErrUnknownDownstream)
 	}
@@ -185,9 +173,9 @@ func (r *replays) replace(ctx context.Context, downstream string, req admin.Repl
 	if p.Rate == 0 {
 		p.Rate = rate / 10
 	}
-	list, total, err := deps.store.List(ctx, downstream, jetstream.DeadFilter{Reason: req.Reason, Limit: req.Limit})
+	list, total, err := deps.Store.List(ctx, downstream, Filter{Reason: req.Reason, Limit: req.Limit})
 	if err != nil {
-		return 0, deadError(err)
+		return 0, StoreError(err)
 	}
 	if p.Remaining = total; req.Limit > 0 {
 		p.Remaining = min(total, req.Limit)
@@ -195,7 +183,7 @@ func (r *replays) replace(ctx context.Context, downstream string, req admin.Repl
 	if len(list) > 0 {
 		p.Through = list[len(list)-1].Seq // later dead letters (a replay failing again) are not this replay's
 	}
-	if err := deps.plans.create(ctx, &p); err != nil {
+	if err := deps.Plans.create(ctx, &p); err != nil {
 		return 0, fmt.Errorf("replay cannot keep its progress: %w", err)
 	}
 	r.stop(downstream) // its plan was replaced above
@@ -205,7 +193,7 @@ func (r *replays) replace(ctx context.Context, downstream string, req admin.Repl
 		return 0, errors.New("the daemon is shutting down; the replay starts with the next start")
 	}
 	if p.Remaining == 0 {
-		_ = deps.plans.remove(ctx, p)
+		_ = deps.Plans.remove(ctx, p)
 		return 0, nil
 	}
 	r.launch(p)
@@ -214,7 +202,7 @@ func (r *replays) replace(ctx context.Context, downstream string, req admin.Repl
 
 // stop ends downstream's replayer, if one runs, and waits for it (it
 // stops at its next wait, or once the lane answered its offer).
-func (r *replays) stop(downstream string) {
+func (r *Replays) stop(downstream string) {
 	r.mu.Lock()
 	old := r.running[downstream]
 	delete(r.running, downstream)
@@ -226,7 +214,7 @@ func (r *replays) stop(downstream string) {
 }
 
 // launch starts p's replayer. Requires r.mu.
-func (r *replays) launch(p replayPlan) {
+func (r *Replays) launch(p replayPlan) {
 	ctx, cancel := context.WithCancel(r.ctx)
 	rp := &replayer{cancel: cancel, done: make(chan struct{})}
 	r.running[p.Downstream] = rp
@@ -259,23 +247,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// deadError maps the store's errors onto the admin API's, and says so
-// when the cause is a NATS server without JetStream.
-func deadError(err error) error {
-	switch {
-	case errors.Is(err, jetstream.ErrDeadNotFound):
-		return fmt.Errorf("%w: %w", admin.ErrDeadNotFound, err)
-	case errors.Is(err, jetstream.ErrNoJetStream):
-		return err
-	case noJetStream(err):
-		return fmt.Errorf("%w: %w", jetstream.ErrNoJetStream, err)
+// StoreError returns err, wrapping ErrNoJetStream when the cause is a
+// JetStream request that no server answered, or that the server refused
+// for want of JetStream.
+func StoreError(err error) error {
+	if err != nil && !errors.Is(err, ErrNoJetStream) && noJetStream(err) {
+		return fmt.Errorf("%w: %w", ErrNoJetStream, err)
 	}
 	return err
-}
-
-// noJetStream reports an error of a JetStream request that no server
-// answered, or that the server refused for want of JetStream.
-func noJetStream(err error) bool {
-	return errors.Is(err, natsjs.ErrJetStreamNotEnabled) || errors.Is(err, natsjs.ErrJetStreamNotEnabledForAccount) ||
-		errors.Is(err, nats.ErrNoResponders)
 }

@@ -1,9 +1,10 @@
-package jetstream
+package deadletter
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -12,33 +13,46 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// The dead-letter store (SPEC.md "Dead letters are kept"): one stream per
-// downstream, <StreamPrefix>_DEAD_<downstream>, bound to the downstream's
+// The dead-letter store: one stream per downstream, <StreamPrefix>_DEAD_<downstream>, bound to the downstream's
 // dead-letter subject, file storage (Settings.Storage), limits retention,
-// discard old, bounded by DeadSettings.MaxAge and MaxMsgs. A dead letter is
+// discard old, bounded by StreamSettings.MaxAge and MaxMsgs. A dead letter is
 // a message on the subject: the original payload, the producer's headers
 // and the Shaper-* headers (Shaper-Reason, Shaper-Error, Shaper-Job-Id,
 // Shaper-Downstream, Shaper-Attempt). Core subscribers on the subject still
 // receive every dead letter.
 
-// ErrDeadNotFound is returned for a downstream or sequence the store does
+// ErrNotFound is returned for a downstream or sequence the store does
 // not hold.
-var ErrDeadNotFound = errors.New("jetstream: dead letter not found")
+var ErrNotFound = errors.New("deadletter: dead letter not found")
 
-// ErrNoJetStream is reported by DeadStore.Ensure when the NATS server (or
+// ErrNoJetStream is reported by Store.Ensure when the NATS server (or
 // the account) has no JetStream: dead letters are then only published.
-var ErrNoJetStream = errors.New("jetstream: the NATS server has no JetStream")
+var ErrNoJetStream = errors.New("deadletter: the NATS server has no JetStream")
 
-// DeadSettings bound one downstream's dead-letter stream.
-type DeadSettings struct {
+// ErrIncompatible is reported by Store.Ensure for an existing stream of a
+// dead-letter stream's name whose retention, storage, replicas or discard
+// policy the store cannot use; such a stream is never changed.
+var ErrIncompatible = errors.New("deadletter: incompatible stream")
+
+// StoreSettings place the dead-letter streams; zero fields take the
+// defaults.
+type StoreSettings struct {
+	StreamPrefix string       // stream of downstream D: <StreamPrefix>_DEAD_D; "" = SHAPER
+	Replicas     int          // stream replicas; 0 = 1
+	Storage      string       // "file" (default) or "memory"
+	Logger       *slog.Logger // nil = discard
+}
+
+// StreamSettings bound one downstream's dead-letter stream.
+type StreamSettings struct {
 	Downstream string
 	Subject    string        // the downstream's dead-letter subject
 	MaxAge     time.Duration // older dead letters are discarded; 0 = no age bound
 	MaxMsgs    int           // past this many the oldest is discarded; 0 = no count bound
 }
 
-// DeadLetter is one stored dead letter.
-type DeadLetter struct {
+// Stored is one stored dead letter.
+type Stored struct {
 	Seq    uint64 // the stream sequence: its id in the admin API
 	Time   time.Time
 	Header nats.Header
@@ -46,15 +60,15 @@ type DeadLetter struct {
 	Size   int // payload bytes (Data may be nil when listed without payloads)
 }
 
-// DeadFilter selects dead letters, oldest first.
-type DeadFilter struct {
+// Filter selects dead letters, oldest first.
+type Filter struct {
 	Reason string // "" = any; else the Shaper-Reason header's value
 	Limit  int    // at most this many; 0 = no limit
 	After  uint64 // only sequences above this
 }
 
-// DeadStats summarise one downstream's stored dead letters.
-type DeadStats struct {
+// Stats summarise one downstream's stored dead letters.
+type Stats struct {
 	Count  int
 	Oldest time.Time // zero when empty
 	// Discarded counts dead letters the stream's limits discarded (the
@@ -64,11 +78,14 @@ type DeadStats struct {
 	Discarded uint64
 }
 
-// DeadStore keeps dead letters in JetStream. Get it with Store.Dead.
+// Store keeps dead letters in JetStream. Create it with NewStore.
 // Safe for concurrent use; every method does I/O bounded by ctx, except
 // Register and StreamName.
-type DeadStore struct {
-	st *Store
+type Store struct {
+	nc  *nats.Conn
+	js  natsjs.JetStream
+	set StoreSettings
+	log *slog.Logger
 
 	mu      sync.Mutex
 	streams map[string]*deadStream // by downstream
@@ -79,7 +96,7 @@ type deadStream struct {
 	name string // the stream's
 
 	mu  sync.Mutex // guards set and s
-	set DeadSettings
+	set StreamSettings
 	s   natsjs.Stream // nil until ensured
 
 	// acctMu is held across the I/O of Delete, Purge and Stats, so that a
@@ -88,16 +105,25 @@ type deadStream struct {
 	acct   discards
 }
 
-func newDeadStore(st *Store) *DeadStore {
-	return &DeadStore{st: st, streams: map[string]*deadStream{}}
+// NewStore prepares the dead-letter store on nc. It does no I/O.
+func NewStore(nc *nats.Conn, s StoreSettings) (*Store, error) {
+	if s.StreamPrefix == "" {
+		s.StreamPrefix = "SHAPER"
+	}
+	s.Replicas = max(s.Replicas, 1)
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	js, err := natsjs.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("deadletter: %w", err)
+	}
+	return &Store{nc: nc, js: js, set: s, log: s.Logger, streams: map[string]*deadStream{}}, nil
 }
 
-// Dead returns the store's dead-letter side (always the same one).
-func (st *Store) Dead() *DeadStore { return st.dead }
-
 // StreamName returns the stream that holds downstream's dead letters.
-func (d *DeadStore) StreamName(downstream string) string {
-	return d.st.set.StreamPrefix + "_DEAD_" + downstream
+func (d *Store) StreamName(downstream string) string {
+	return d.set.StreamPrefix + "_DEAD_" + downstream
 }
 
 // Register records the settings of every downstream in ds without I/O:
@@ -105,13 +131,13 @@ func (d *DeadStore) StreamName(downstream string) string {
 // missing, so a daemon that started while NATS was unreachable still
 // stores its dead letters once NATS is there. Registering again replaces
 // the settings (Ensure applies them to the stream).
-func (d *DeadStore) Register(ds []DeadSettings) error {
+func (d *Store) Register(ds []StreamSettings) error {
 	var errs []error
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, s := range ds {
 		if s.Downstream == "" || s.Subject == "" || s.MaxAge < 0 || s.MaxMsgs < 0 {
-			errs = append(errs, fmt.Errorf("jetstream: dead-letter settings of %q: need a downstream and a subject, "+
+			errs = append(errs, fmt.Errorf("deadletter: settings of %q: need a downstream and a subject, "+
 				"and limits >= 0; got %+v", s.Downstream, s))
 			continue
 		}
@@ -131,15 +157,15 @@ func (d *DeadStore) Register(ds []DeadSettings) error {
 // returning every problem at once. It reports an error wrapping
 // ErrNoJetStream when the server has no JetStream, and one wrapping
 // ErrIncompatible for an existing stream it cannot use.
-func (d *DeadStore) Ensure(ctx context.Context, ds []DeadSettings) error {
+func (d *Store) Ensure(ctx context.Context, ds []StreamSettings) error {
 	if err := d.Register(ds); err != nil {
 		return err
 	}
-	if _, err := d.st.js.AccountInfo(ctx); err != nil {
+	if _, err := d.js.AccountInfo(ctx); err != nil {
 		if noJetStream(err) {
 			return fmt.Errorf("%w: %v", ErrNoJetStream, err)
 		}
-		return fmt.Errorf("jetstream: account info: %w", err)
+		return fmt.Errorf("deadletter: account info: %w", err)
 	}
 	var errs []error
 	for _, s := range ds {
@@ -159,20 +185,20 @@ func noJetStream(err error) bool {
 		errors.Is(err, nats.ErrNoResponders)
 }
 
-func (d *DeadStore) lookup(downstream string) (*deadStream, error) {
+func (d *Store) lookup(downstream string) (*deadStream, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ds := d.streams[downstream]
 	if ds == nil {
-		return nil, fmt.Errorf("%w: downstream %q has no dead-letter store", ErrDeadNotFound, downstream)
+		return nil, fmt.Errorf("%w: downstream %q has no dead-letter store", ErrNotFound, downstream)
 	}
 	return ds, nil
 }
 
 // deadConfig is the stream that holds s's dead letters.
-func (d *DeadStore) deadConfig(s DeadSettings) natsjs.StreamConfig {
+func (d *Store) deadConfig(s StreamSettings) natsjs.StreamConfig {
 	storage := natsjs.FileStorage
-	if d.st.set.Storage == "memory" {
+	if d.set.Storage == "memory" {
 		storage = natsjs.MemoryStorage
 	}
 	maxMsgs := int64(s.MaxMsgs)
@@ -191,7 +217,7 @@ func (d *DeadStore) deadConfig(s DeadSettings) natsjs.StreamConfig {
 		Subjects:    []string{s.Subject},
 		Retention:   natsjs.LimitsPolicy,
 		Storage:     storage,
-		Replicas:    d.st.set.Replicas,
+		Replicas:    d.set.Replicas,
 		MaxMsgs:     maxMsgs,
 		MaxAge:      s.MaxAge,
 		Discard:     natsjs.DiscardOld,
@@ -201,18 +227,18 @@ func (d *DeadStore) deadConfig(s DeadSettings) natsjs.StreamConfig {
 
 // ensure creates ds's stream, or checks an existing one and updates its
 // subject and limits to the settings.
-func (d *DeadStore) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, error) {
+func (d *Store) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, error) {
 	ds.mu.Lock()
 	set := ds.set
 	ds.mu.Unlock()
 	want := d.deadConfig(set)
-	s, err := d.st.js.Stream(ctx, want.Name)
+	s, err := d.js.Stream(ctx, want.Name)
 	switch {
 	case errors.Is(err, natsjs.ErrStreamNotFound):
-		if s, err = d.st.js.CreateStream(ctx, want); err != nil {
+		if s, err = d.js.CreateStream(ctx, want); err != nil {
 			return nil, fmt.Errorf("create dead-letter stream %s on %s: %w", want.Name, set.Subject, err)
 		}
-		d.st.log.Info("dead-letter stream created", "stream", want.Name, "subject", set.Subject,
+		d.log.Info("dead-letter stream created", "stream", want.Name, "subject", set.Subject,
 			"max_msgs", want.MaxMsgs, "max_age", want.MaxAge, "storage", want.Storage.String())
 	case err != nil && noJetStream(err):
 		return nil, fmt.Errorf("%w: look up stream %s: %v", ErrNoJetStream, want.Name, err)
@@ -220,16 +246,14 @@ func (d *DeadStore) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, 
 		return nil, fmt.Errorf("look up dead-letter stream %s: %w", want.Name, err)
 	default:
 		have := s.CachedInfo().Config
-		cmp := have
-		cmp.Subjects = want.Subjects // the subject follows the config
-		if err := incompatible(cmp, want); err != nil {
+		if err := incompatible(have, want); err != nil { // the subject follows the config
 			return nil, err
 		}
 		if have.MaxMsgs != want.MaxMsgs || have.MaxAge != want.MaxAge || have.Duplicates != want.Duplicates ||
 			!slices.Equal(have.Subjects, want.Subjects) {
 			upd := have
 			upd.MaxMsgs, upd.MaxAge, upd.Duplicates, upd.Subjects = want.MaxMsgs, want.MaxAge, want.Duplicates, want.Subjects
-			if s, err = d.st.js.UpdateStream(ctx, upd); err != nil {
+			if s, err = d.js.UpdateStream(ctx, upd); err != nil {
 				return nil, fmt.Errorf("update dead-letter stream %s (subject %s, max_msgs %d, max_age %s): %w",
 					want.Name, set.Subject, want.MaxMsgs, want.MaxAge, err)
 			}
@@ -245,7 +269,7 @@ func (d *DeadStore) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, 
 }
 
 // stream returns ds's stream handle, ensuring it if it never was.
-func (d *DeadStore) stream(ctx context.Context, downstream string) (*deadStream, natsjs.Stream, error) {
+func (d *Store) stream(ctx context.Context, downstream string) (*deadStream, natsjs.Stream, error) {
 	ds, err := d.lookup(downstream)
 	if err != nil {
 		return nil, nil, err
@@ -266,7 +290,7 @@ func (d *DeadStore) stream(ctx context.Context, downstream string) (*deadStream,
 // acknowledged it. If the stream is missing (never created, or deleted) it
 // is created and the publish tried once more. Put adds the
 // Nats-Expected-Stream header to m.
-func (d *DeadStore) Put(ctx context.Context, downstream string, m *nats.Msg) (uint64, error) {
+func (d *Store) Put(ctx context.Context, downstream string, m *nats.Msg) (uint64, error) {
 	ds, err := d.lookup(downstream)
 	if err != nil {
 		return 0, err
@@ -291,6 +315,31 @@ func (d *DeadStore) Put(ctx context.Context, downstream string, m *nats.Msg) (ui
 
 // publish sends m expecting ds's stream to store it, without the client's
 // retries on no responders (a missing stream is made by Put instead).
-func (d *DeadStore) publish(ctx context.Context, ds *deadStream, m *nats.Msg) (*natsjs.PubAck, error) {
-	return d.st.js.PublishMsg(ctx, m, natsjs.WithExpectStream(ds.name), natsjs.WithRetryAttempts(0))
+func (d *Store) publish(ctx context.Context, ds *deadStream, m *nats.Msg) (*natsjs.PubAck, error) {
+	return d.js.PublishMsg(ctx, m, natsjs.WithExpectStream(ds.name), natsjs.WithRetryAttempts(0))
+}
+
+// incompatible reports every setting of an existing dead-letter stream
+// that cannot be changed in place and differs from want (its subject is
+// updated instead).
+func incompatible(have, want natsjs.StreamConfig) error {
+	var errs []error
+	bad := func(setting string, h, w any) {
+		errs = append(errs, fmt.Errorf("%w: stream %s: %s is %v, shaperd needs %v; it is not changed automatically: "+
+			"move its dead letters and delete it (nats stream rm %s), or set nats.jetstream.stream_prefix to use other streams",
+			ErrIncompatible, have.Name, setting, h, w, have.Name))
+	}
+	if have.Retention != want.Retention {
+		bad("retention", have.Retention, want.Retention)
+	}
+	if have.Storage != want.Storage {
+		bad("storage", have.Storage, want.Storage)
+	}
+	if have.Replicas != want.Replicas {
+		bad("replicas", have.Replicas, want.Replicas)
+	}
+	if have.Discard != want.Discard {
+		bad("discard", have.Discard, want.Discard)
+	}
+	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package daemon
+package deadletter
 
 import (
 	"context"
@@ -12,22 +12,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaperd/shaper/queue"
-	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
+)
+
+// Headers of the job protocol a replay reads from a dead letter.
+const (
+	hdrJobID = "Shaper-Job-Id"
+	hdrCost  = "Shaper-Cost"
 )
 
 // Waits of a replayer.
 const (
-	minBusyWait  = 10 * time.Millisecond // shortest wait on a busy lane
-	maxBusyWait  = time.Second           // longest, so a lane that frees up is noticed soon
-	storeRetry   = time.Second           // after a store error
-	deleteWithin = 5 * time.Second       // bound of deleting a replayed dead letter, even when stopped
+	minRefusedWait = 100 * time.Millisecond // shortest wait after a refusal (queue_full, unavailable)
+	maxRefusedWait = time.Second            // longest
+	storeRetry     = time.Second            // after a store error
+	deleteWithin   = 5 * time.Second        // bound of deleting a replayed dead letter, even when stopped
 )
 
 // replay is one replayer's state: a plan and how it gets there.
 type replay struct {
 	log      *slog.Logger
-	deps     *replayDeps
+	deps     *ReplayDeps
 	plan     replayPlan
 	replayed prometheus.Counter
 }
@@ -89,14 +94,14 @@ func (r *replay) run(ctx context.Context) {
 func (r *replay) replayed1(ctx context.Context, seq uint64) bool {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteWithin)
 	defer cancel()
-	err := r.deps.store.Delete(dctx, r.plan.Downstream, seq)
-	if err != nil && !errors.Is(err, jetstream.ErrDeadNotFound) {
+	err := r.deps.Store.Delete(dctx, r.plan.Downstream, seq)
+	if err != nil && !errors.Is(err, ErrNotFound) {
 		r.log.Error("replayed dead letter not deleted from the store; it may be replayed again", "seq", seq, "error", err.Error())
 	}
 	r.replayed.Inc()
 	r.plan.Remaining--
 	r.plan.After = seq
-	switch err := r.deps.plans.save(dctx, &r.plan); {
+	switch err := r.deps.Plans.save(dctx, &r.plan); {
 	case errors.Is(err, errTakenOver):
 		r.log.Info("dead-letter replay handed over: its plan was replaced")
 		return false
@@ -110,7 +115,7 @@ func (r *replay) replayed1(ctx context.Context, seq uint64) bool {
 func (r *replay) finish(ctx context.Context) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteWithin)
 	defer cancel()
-	if err := r.deps.plans.remove(dctx, r.plan); err != nil {
+	if err := r.deps.Plans.remove(dctx, r.plan); err != nil {
 		r.log.Warn("finished dead-letter replay's plan not deleted; the next start finds nothing to replay", "error", err.Error())
 	}
 }
@@ -118,17 +123,17 @@ func (r *replay) finish(ctx context.Context) {
 // nextEntry returns the oldest dead letter after plan.After that matches
 // the plan, with its payload; false when there is none up to
 // plan.Through. A store error is logged and retried until ctx ends.
-func (r *replay) nextEntry(ctx context.Context) (jetstream.DeadLetter, bool) {
+func (r *replay) nextEntry(ctx context.Context) (Stored, bool) {
 	for ctx.Err() == nil {
-		list, _, err := r.deps.store.List(ctx, r.plan.Downstream,
-			jetstream.DeadFilter{Reason: r.plan.Reason, Limit: 1, After: r.plan.After})
+		list, _, err := r.deps.Store.List(ctx, r.plan.Downstream,
+			Filter{Reason: r.plan.Reason, Limit: 1, After: r.plan.After})
 		if err == nil && (len(list) == 0 || list[0].Seq > r.plan.Through) {
-			return jetstream.DeadLetter{}, false
+			return Stored{}, false
 		}
-		var dl jetstream.DeadLetter
+		var dl Stored
 		if err == nil {
-			dl, err = r.deps.store.Get(ctx, r.plan.Downstream, list[0].Seq)
-			if errors.Is(err, jetstream.ErrDeadNotFound) {
+			dl, err = r.deps.Store.Get(ctx, r.plan.Downstream, list[0].Seq)
+			if errors.Is(err, ErrNotFound) {
 				r.plan.After = list[0].Seq // deleted meanwhile
 				continue
 			}
@@ -141,35 +146,35 @@ func (r *replay) nextEntry(ctx context.Context) (jetstream.DeadLetter, bool) {
 			sleepCtx(ctx, storeRetry)
 		}
 	}
-	return jetstream.DeadLetter{}, false
+	return Stored{}, false
 }
 
-// offer hands dl's job to its lane until the lane accepts it: a busy
-// lane (live jobs waiting, or no free slot), a full one or a store
-// failure is waited out and the same job offered again. It returns when
-// it was accepted.
-func (r *replay) offer(ctx context.Context, dl jetstream.DeadLetter) (time.Time, offerResult) {
-	job := replayJob(r.plan.Downstream, dl, r.deps.keyHeader)
+// offer hands dl's job to its lane once the lane can take it (the
+// shaper's Replay waits on the lane's readiness: no live job waiting, its
+// next slot due) until the lane accepts it: a full lane, a store failure
+// or a job that would expire is waited out and the same job offered again.
+// It returns when it was accepted.
+func (r *replay) offer(ctx context.Context, dl Stored) (time.Time, offerResult) {
+	job := replayJob(r.plan.Downstream, dl, r.deps.KeyHeader)
 	for {
 		ch := make(chan shaper.Receipt, 1)
-		r.deps.target.Replay(job, func(rc shaper.Receipt) { ch <- rc })
+		if r.deps.Target.Replay(ctx, job, func(rc shaper.Receipt) { ch <- rc }) != nil {
+			return time.Time{}, offerStopped
+		}
 		rc := <-ch // a durable store answers within its own timeout
-		var wait time.Duration
 		switch {
 		case rc.Accepted:
 			return time.Now(), offerAccepted
-		case errors.Is(rc.Err, shaper.ErrBusy):
-			wait = min(max(rc.RetryAfter, minBusyWait), maxBusyWait)
 		case rc.Reason == shaper.ReasonUnknownDownstream:
 			return time.Time{}, offerGone
 		case rc.Reason == shaper.ReasonBadRequest:
 			r.log.Warn("dead letter cannot be replayed; it stays stored", "seq", dl.Seq, "job_id", job.ID, "error", errText(rc.Err))
 			return time.Time{}, offerSkip
-		default: // queue_full, unavailable, would_expire: wait and offer it again
-			wait = min(max(rc.RetryAfter, 100*time.Millisecond), maxBusyWait)
-			if rc.RetryAfter == 0 {
-				wait = maxBusyWait
-			}
+		}
+		// queue_full, unavailable, would_expire: wait and offer it again
+		wait := min(max(rc.RetryAfter, minRefusedWait), maxRefusedWait)
+		if rc.RetryAfter == 0 {
+			wait = maxRefusedWait
 		}
 		if !sleepCtx(ctx, wait) {
 			return time.Time{}, offerStopped
@@ -183,14 +188,14 @@ func (r *replay) offer(ctx context.Context, dl jetstream.DeadLetter) (time.Time,
 // the dead letter has them. Its DedupeID is the dead letter's seq, so a
 // durable queue refuses the same dead letter twice within its duplicate
 // window (a replay resumed after a crash between store and delete).
-func replayJob(downstream string, dl jetstream.DeadLetter, keyHeader string) *queue.Job {
+func replayJob(downstream string, dl Stored, keyHeader string) *queue.Job {
 	h := http.Header(dl.Header)
 	job := &queue.Job{
 		ID:         h.Get(hdrJobID),
 		Downstream: downstream,
 		Key:        h.Get(keyHeader),
 		Payload:    dl.Data,
-		Header:     producerHeaders(h, keyHeader),
+		Header:     ProducerHeaders(h, keyHeader),
 		DedupeID:   "shaper-replay-" + strconv.FormatUint(dl.Seq, 10),
 	}
 	if c, err := strconv.Atoi(h.Get(hdrCost)); err == nil && c > 0 {
@@ -199,9 +204,9 @@ func replayJob(downstream string, dl jetstream.DeadLetter, keyHeader string) *qu
 	return job
 }
 
-// producerHeaders are a dead letter's headers less the job protocol's
+// ProducerHeaders are a dead letter's headers less the job protocol's
 // (Shaper-*, Nats-*) and the key header: what the producer sent on.
-func producerHeaders(h http.Header, keyHeader string) http.Header {
+func ProducerHeaders(h http.Header, keyHeader string) http.Header {
 	var out http.Header
 	for name, vals := range h {
 		lower := strings.ToLower(name)

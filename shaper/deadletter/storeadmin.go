@@ -1,4 +1,4 @@
-package jetstream
+package deadletter
 
 import (
 	"context"
@@ -10,14 +10,14 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// Delete removes one dead letter, or returns ErrDeadNotFound.
-func (d *DeadStore) Delete(ctx context.Context, downstream string, seq uint64) error {
+// Delete removes one dead letter, or returns ErrNotFound.
+func (d *Store) Delete(ctx context.Context, downstream string, seq uint64) error {
 	ds, s, err := d.stream(ctx, downstream)
 	if err != nil {
 		return err
 	}
 	if seq == 0 {
-		return fmt.Errorf("%w: downstream %s: sequences start at 1", ErrDeadNotFound, downstream)
+		return fmt.Errorf("%w: downstream %s: sequences start at 1", ErrNotFound, downstream)
 	}
 	ds.acctMu.Lock()
 	defer ds.acctMu.Unlock()
@@ -25,7 +25,7 @@ func (d *DeadStore) Delete(ctx context.Context, downstream string, seq uint64) e
 		// The server says "sequence not found" or "stream store EOF" (past
 		// the last); ask again plainly.
 		if _, gerr := s.GetMsg(ctx, seq); errors.Is(gerr, natsjs.ErrMsgNotFound) {
-			return fmt.Errorf("%w: downstream %s holds no dead letter %d", ErrDeadNotFound, downstream, seq)
+			return fmt.Errorf("%w: downstream %s holds no dead letter %d", ErrNotFound, downstream, seq)
 		}
 		return fmt.Errorf("delete dead letter %d of %s: %w", seq, downstream, err)
 	}
@@ -42,7 +42,7 @@ type purgeResponse struct {
 }
 
 // Purge removes every dead letter of downstream.
-func (d *DeadStore) Purge(ctx context.Context, downstream string) error {
+func (d *Store) Purge(ctx context.Context, downstream string) error {
 	ds, _, err := d.stream(ctx, downstream)
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func (d *DeadStore) Purge(ctx context.Context, downstream string) error {
 	defer ds.acctMu.Unlock()
 	// The raw request, not Stream.Purge: only its answer says how many
 	// were removed, which must not be counted as discarded.
-	msg, err := d.st.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+ds.name, []byte("{}"))
+	msg, err := d.nc.RequestWithContext(ctx, "$JS.API.STREAM.PURGE."+ds.name, []byte("{}"))
 	if err != nil {
 		return fmt.Errorf("purge dead letters of %s: %w", downstream, err)
 	}
@@ -69,18 +69,18 @@ func (d *DeadStore) Purge(ctx context.Context, downstream string) error {
 }
 
 // Stats reports downstream's stored dead letters.
-func (d *DeadStore) Stats(ctx context.Context, downstream string) (DeadStats, error) {
+func (d *Store) Stats(ctx context.Context, downstream string) (Stats, error) {
 	ds, s, err := d.stream(ctx, downstream)
 	if err != nil {
-		return DeadStats{}, err
+		return Stats{}, err
 	}
 	ds.acctMu.Lock()
 	defer ds.acctMu.Unlock()
 	info, err := s.Info(ctx)
 	if err != nil {
-		return DeadStats{}, fmt.Errorf("dead-letter stats of %s: %w", downstream, err)
+		return Stats{}, fmt.Errorf("dead-letter stats of %s: %w", downstream, err)
 	}
-	st := DeadStats{Count: int(info.State.Msgs), Discarded: ds.acct.observe(info)}
+	st := Stats{Count: int(info.State.Msgs), Discarded: ds.acct.observe(info)}
 	if st.Count > 0 {
 		st.Oldest = info.State.FirstTime
 	}

@@ -1,4 +1,4 @@
-package daemon
+package deadletter
 
 import (
 	"context"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/shaperd/shaper/config"
 )
 
 // replayPlan is one downstream's replay in progress, as it is stored: the
@@ -25,10 +23,10 @@ type replayPlan struct {
 	rev        uint64  // revision of the stored plan
 }
 
-// planStore keeps replay plans, one per downstream, with compare-and-swap
+// Plans keeps replay plans, one per downstream, with compare-and-swap
 // on their revision, so that a plan replaced by a new request (or taken
 // by another instance) stops the replayer that held the old one.
-type planStore interface {
+type Plans interface {
 	// load returns every stored plan.
 	load(ctx context.Context) ([]replayPlan, error)
 	// create stores p whatever is stored for its downstream and sets p.rev.
@@ -47,12 +45,9 @@ var errTakenOver = errors.New("replay plan replaced by a newer request or anothe
 // errNoJetStream is wrapped when NATS has no JetStream for the plans.
 var errNoJetStream = errors.New("replay needs JetStream, and the NATS server has none (dead letters are only published)")
 
-// replayBucket is the KV bucket of the plans: <stream_prefix>_REPLAY.
-func replayBucket(cfg config.Config) string { return cfg.NATS.JetStream.StreamPrefix + "_REPLAY" }
-
-// kvPlans is the planStore in a NATS KV bucket (key = downstream),
-// created on the first replay. Safe for concurrent use.
-type kvPlans struct {
+// KVPlans are Plans in a NATS KV bucket (key = downstream), created on
+// the first replay. Create them with NewKVPlans; safe for concurrent use.
+type KVPlans struct {
 	js  natsjs.JetStream
 	cfg natsjs.KeyValueConfig
 
@@ -60,27 +55,33 @@ type kvPlans struct {
 	kv natsjs.KeyValue // nil until found or created
 }
 
-func newKVPlans(nc *nats.Conn, cfg config.Config) (*kvPlans, error) {
+// NewKVPlans keeps plans on nc in the bucket <StreamPrefix>_REPLAY, with
+// the store's replicas and storage ("" StreamPrefix = SHAPER). It does no
+// I/O.
+func NewKVPlans(nc *nats.Conn, s StoreSettings) (*KVPlans, error) {
 	js, err := natsjs.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("replay plans: %w", err)
 	}
+	if s.StreamPrefix == "" {
+		s.StreamPrefix = "SHAPER"
+	}
 	kc := natsjs.KeyValueConfig{
-		Bucket:      replayBucket(cfg),
+		Bucket:      s.StreamPrefix + "_REPLAY",
 		Description: "shaperd dead-letter replays in progress: one key per downstream",
 		History:     1,
-		Replicas:    max(cfg.NATS.JetStream.Replicas, 1),
+		Replicas:    max(s.Replicas, 1),
 		Storage:     natsjs.FileStorage,
 	}
-	if cfg.NATS.JetStream.Storage == "memory" {
+	if s.Storage == "memory" {
 		kc.Storage = natsjs.MemoryStorage
 	}
-	return &kvPlans{js: js, cfg: kc}, nil
+	return &KVPlans{js: js, cfg: kc}, nil
 }
 
 // open finds the bucket, or creates it when create is set; without create
 // a missing bucket is (nil, nil).
-func (k *kvPlans) open(ctx context.Context, create bool) (natsjs.KeyValue, error) {
+func (k *KVPlans) open(ctx context.Context, create bool) (natsjs.KeyValue, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.kv != nil {
@@ -106,7 +107,7 @@ func (k *kvPlans) open(ctx context.Context, create bool) (natsjs.KeyValue, error
 	return kv, nil
 }
 
-func (k *kvPlans) load(ctx context.Context) ([]replayPlan, error) {
+func (k *KVPlans) load(ctx context.Context) ([]replayPlan, error) {
 	kv, err := k.open(ctx, false)
 	if err != nil || kv == nil {
 		return nil, err
@@ -138,7 +139,7 @@ func (k *kvPlans) load(ctx context.Context) ([]replayPlan, error) {
 	return plans, nil
 }
 
-func (k *kvPlans) create(ctx context.Context, p *replayPlan) error {
+func (k *KVPlans) create(ctx context.Context, p *replayPlan) error {
 	kv, err := k.open(ctx, true)
 	if err != nil {
 		return err
@@ -152,7 +153,7 @@ func (k *kvPlans) create(ctx context.Context, p *replayPlan) error {
 	return nil
 }
 
-func (k *kvPlans) save(ctx context.Context, p *replayPlan) error {
+func (k *KVPlans) save(ctx context.Context, p *replayPlan) error {
 	kv, err := k.open(ctx, true)
 	if err != nil {
 		return err
@@ -169,7 +170,7 @@ func (k *kvPlans) save(ctx context.Context, p *replayPlan) error {
 	return nil
 }
 
-func (k *kvPlans) remove(ctx context.Context, p replayPlan) error {
+func (k *KVPlans) remove(ctx context.Context, p replayPlan) error {
 	kv, err := k.open(ctx, false)
 	if err != nil || kv == nil {
 		return err

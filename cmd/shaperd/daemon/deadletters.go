@@ -1,0 +1,110 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/deadletter"
+)
+
+// deadStoreSettings place the dead-letter streams and the replays' KV
+// bucket as nats.jetstream says.
+func deadStoreSettings(cfg config.Config, d *Daemon) deadletter.StoreSettings {
+	j := cfg.NATS.JetStream
+	return deadletter.StoreSettings{StreamPrefix: j.StreamPrefix, Replicas: j.Replicas, Storage: j.Storage, Logger: d.log}
+}
+
+// deadSettings are the dead-letter streams cfg asks for, one per downstream.
+func deadSettings(cfg config.Config) []deadletter.StreamSettings {
+	var out []deadletter.StreamSettings
+	for _, ls := range cfg.ShaperSettings().Lanes {
+		out = append(out, deadletter.StreamSettings{Downstream: ls.Name, Subject: ls.DeadLetter,
+			MaxAge: ls.DeadLetters.MaxAge, MaxMsgs: ls.DeadLetters.MaxCount})
+	}
+	return out
+}
+
+// startDeadLetters builds the dead-letter store and publisher on nc and
+// keeps the store for the admin API, unless the server has no JetStream.
+func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *nats.Conn) (*deadletter.Publisher, error) {
+	store, err := deadletter.NewStore(nc, deadStoreSettings(cfg, d))
+	if err != nil {
+		return nil, err
+	}
+	durable := false
+	for _, ls := range cfg.ShaperSettings().Lanes {
+		durable = durable || ls.Durable
+	}
+	pub, err := deadletter.NewPublisher(ctx, nc, store, deadletter.PublisherSettings{
+		Streams: deadSettings(cfg), Durable: durable, EnsureWithin: ensureTimeout, Logger: d.log})
+	if err != nil {
+		return nil, err
+	}
+	if pub.PublishOnly() {
+		d.deadPublishOnly.Store(true)
+	} else {
+		d.dead.Store(store)
+	}
+	return pub, nil
+}
+
+// ensureDead applies next's dead-letter settings (reload).
+func (d *Daemon) ensureDead(next config.Config) {
+	if store := d.dead.Load(); store != nil {
+		deadletter.Reconfigure(store, deadSettings(next), ensureTimeout)
+	}
+}
+
+// startDeadWorkers starts the worker that stores rejected publishes' dead
+// letters and, with a store, the metrics' refresher; stop ends both.
+func (d *Daemon) startDeadWorkers(pub *deadletter.Publisher) (*deadletter.Rejected, func() error) {
+	rejected, stopRejected := deadletter.StartRejected(pub, d.jobs, d.log)
+	stopRefresh := func() error { return nil }
+	if store := d.dead.Load(); store != nil {
+		stopRefresh = d.deadMet.StartRefresh(store, func() []string {
+			return slices.Sorted(maps.Keys(d.view.Load().known))
+		}, d.log)
+	}
+	return rejected, func() error { return errors.Join(stopRefresh(), stopRejected()) }
+}
+
+// startReplays lets the replayers run on the dead-letter store, the shaper
+// and a KV bucket of plans on nc, resuming every stored replay; it returns
+// their cleanup.
+func (d *Daemon) startReplays(ctx context.Context, cfg config.Config, nc *nats.Conn, sh *shaper.Shaper) (func() error, error) {
+	st := d.dead.Load()
+	if st == nil { // no JetStream: dead letters are only published, nothing to replay
+		return func() error { return nil }, nil
+	}
+	plans, err := deadletter.NewKVPlans(nc, deadStoreSettings(cfg, d))
+	if err != nil {
+		return nil, err
+	}
+	return d.replays.Start(ctx, &deadletter.ReplayDeps{
+		Store: st, Target: sh, Plans: plans, KeyHeader: cfg.Ingress.KeyHeader,
+		Rate: func(name string) (float64, bool) {
+			ds, ok := d.config().Downstreams[name]
+			return float64(ds.Rate), ok
+		},
+	}), nil
+}
+
+// downstreamChanges lists next's downstreams and those of old it no
+// longer has.
+func downstreamChanges(old, next config.Config) (names, gone []string) {
+	for name := range next.Downstreams {
+		names = append(names, name)
+	}
+	for name := range old.Downstreams {
+		if _, ok := next.Downstreams[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	return names, gone
+}
