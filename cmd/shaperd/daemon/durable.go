@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -16,6 +17,32 @@ import (
 
 // ensureTimeout bounds the start-up check of the JetStream streams.
 const ensureTimeout = 10 * time.Second
+
+// readiness holds each durable queue's Ready by downstream name, so that
+// /readyz asks the queues without knowing their kind. The zero value is
+// empty; safe for concurrent use.
+type readiness struct {
+	mu    sync.Mutex
+	ready map[string]func() error
+}
+
+func (r *readiness) add(name string, ready func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ready == nil {
+		r.ready = map[string]func() error{}
+	}
+	r.ready[name] = ready
+}
+
+// of returns name's Ready; ok is false for a downstream without a durable
+// queue.
+func (r *readiness) of(name string) (ready func() error, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ready, ok = r.ready[name]
+	return ready, ok
+}
 
 // storage prepares the JetStream side: the durable queues' factory and the
 // dead-letter stores.
@@ -63,7 +90,7 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 		if err != nil {
 			return nil, err // not a typed nil in the interface
 		}
-		d.durable.Store(ls.Name, q) // for /readyz
+		d.durable.add(ls.Name, q.Ready) // for /readyz
 		return q, nil
 	}, nil
 }
