@@ -46,7 +46,7 @@ func (r *readiness) of(name string) (ready func() error, ok bool) {
 
 // storage prepares the JetStream side: the durable queues' factory and the
 // dead-letter stores.
-func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Queue, error), *deadLetters, error) {
+func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Roles, error), *deadLetters, error) {
 	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
 		return nil, nil, err
@@ -67,7 +67,7 @@ func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) 
 // it creates or checks every stream now, so an incompatible stream stops
 // start-up with a clear error; otherwise each queue keeps trying in the
 // background (/readyz is false until NATS is connected).
-func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn, st *jetstream.Store) (func(shaper.LaneSettings) (queue.Queue, error), error) {
+func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn, st *jetstream.Store) (func(shaper.LaneSettings) (queue.Roles, error), error) {
 	var durable []jetstream.QueueSettings
 	for _, ls := range cfg.ShaperSettings().Lanes {
 		if ls.Durable {
@@ -85,13 +85,13 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 			d.log.Warn("jetstream queues not ready yet; retrying in the background", "error", err.Error())
 		}
 	}
-	return func(ls shaper.LaneSettings) (queue.Queue, error) {
+	return func(ls shaper.LaneSettings) (queue.Roles, error) {
 		q, err := st.Queue(queueSettings(ls))
 		if err != nil {
-			return nil, err // not a typed nil in the interface
+			return queue.Roles{}, err
 		}
 		d.durable.add(ls.Name, q.Ready) // for /readyz
-		return q, nil
+		return q.Roles(), nil
 	}, nil
 }
 
