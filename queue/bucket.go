@@ -16,7 +16,10 @@ type Bucket struct {
 	capacity int
 }
 
-var _ Queue = (*Bucket)(nil)
+var (
+	_ Queue  = (*Bucket)(nil)
+	_ Memory = (*Bucket)(nil)
+)
 
 // NewBucket returns an empty bucket bounded by s.Capacity.
 func NewBucket(s Settings) *Bucket {
@@ -24,6 +27,9 @@ func NewBucket(s Settings) *Bucket {
 	b.Configure(s)
 	return b
 }
+
+// Roles is the bucket with the roles it plays: its jobs live in memory.
+func (b *Bucket) Roles() Roles { return Roles{Queue: b, Memory: b} }
 
 // Offer appends job at the back, or refuses it with ErrFull, changing
 // nothing, when its cost does not fit.
@@ -40,18 +46,10 @@ func (b *Bucket) Offer(job *Job, at time.Time) Stored {
 
 func (b *Bucket) Fits(need int) bool   { return b.cost+need <= b.capacity }
 func (b *Bucket) Ahead(*Job) int       { return b.cost }
-func (b *Bucket) Share(*Job) Share     { return Share{} }
 func (b *Bucket) Len() int             { return b.fifo.len() + len(b.retries) }
 func (b *Bucket) Cost() int            { return b.cost }
-func (b *Bucket) Held() int            { return b.Len() }
-func (b *Bucket) Keys() int            { return 0 }
 func (b *Bucket) Cap() int             { return b.capacity }
 func (b *Bucket) Configure(s Settings) { b.capacity = max(s.Capacity, 0) }
-func (b *Bucket) Ack(*Job, time.Time)  {}
-func (b *Bucket) GiveUp(*Job)          {}
-func (b *Bucket) Keep(*Job) bool       { return false }
-func (b *Bucket) Start(func())         {}
-func (b *Bucket) Close() error         { return nil }
 
 func (b *Bucket) NextReady() (time.Time, bool) {
 	front, ok := b.fifo.peek()
@@ -88,7 +86,7 @@ func (b *Bucket) DropFront(drop func(*Job) bool) []*Job {
 	}
 }
 
-func (b *Bucket) Drain() []*Job {
+func (b *Bucket) Release() []*Job {
 	out := b.retries.jobs(make([]*Job, 0, b.Len()))
 	b.retries, b.cost = nil, 0
 	for e, ok := b.fifo.poll(); ok; e, ok = b.fifo.poll() {

@@ -77,7 +77,7 @@ func takeAll(q Queue, now time.Time) []string {
 	}
 }
 
-// ids returns the jobs' IDs, sorted when sorted is set (Drain promises no
+// ids returns the jobs' IDs, sorted when sorted is set (Release promises no
 // order).
 func ids(jobs []*Job, sorted bool) []string {
 	out := make([]string, 0, len(jobs))
@@ -90,11 +90,11 @@ func ids(jobs []*Job, sorted bool) []string {
 	return out
 }
 
-// checkCounts fails unless q holds n jobs of total cost c, and Held == Len.
+// checkCounts fails unless q holds n jobs of total cost c.
 func checkCounts(t testing.TB, q Queue, step string, n, c int) {
 	t.Helper()
-	if q.Len() != n || q.Cost() != c || q.Held() != q.Len() {
-		t.Fatalf("%s: Len, Cost, Held = %d, %d, %d; want %d, %d, %d", step, q.Len(), q.Cost(), q.Held(), n, c, n)
+	if q.Len() != n || q.Cost() != c {
+		t.Fatalf("%s: Len, Cost = %d, %d; want %d, %d", step, q.Len(), q.Cost(), n, c)
 	}
 }
 
@@ -204,9 +204,6 @@ func TestBucketPlaced(t *testing.T) {
 		}
 		if ahead != s.want.Ahead {
 			t.Fatalf("%s: Ahead before Offer = %d, want %d", s.name, ahead, s.want.Ahead)
-		}
-		if sh := b.Share(s.job); sh != (Share{}) || sh.Over(100) {
-			t.Fatalf("%s: Share = %+v, want the zero Share (no limit)", s.name, sh)
 		}
 	}
 }
@@ -349,8 +346,8 @@ func TestBucketZeroValue(t *testing.T) {
 		}
 	}
 	checkCounts(t, &b, "zero Bucket", 0, 0)
-	if b.Cap() != 0 || b.Keys() != 0 {
-		t.Fatalf("zero Bucket: Cap, Keys = %d, %d; want 0, 0", b.Cap(), b.Keys())
+	if b.Cap() != 0 {
+		t.Fatalf("zero Bucket: Cap = %d; want 0", b.Cap())
 	}
 	if _, _, ok := b.Take(t0); ok {
 		t.Fatal("zero Bucket: Take ok")
@@ -358,8 +355,8 @@ func TestBucketZeroValue(t *testing.T) {
 	if _, ok := b.NextReady(); ok {
 		t.Fatal("zero Bucket: NextReady ok")
 	}
-	if got := b.Drain(); len(got) != 0 {
-		t.Fatalf("zero Bucket: Drain = %v", ids(got, false))
+	if got := b.Release(); len(got) != 0 {
+		t.Fatalf("zero Bucket: Release = %v", ids(got, false))
 	}
 }
 
@@ -390,24 +387,31 @@ func TestBucketSteadyStateAllocs(t *testing.T) {
 
 // The suite below runs over every memory kind, for what they share.
 
+// memoryQueue is what the suite uses of a memory kind: the Queue every kind
+// is, and the Memory role both memory kinds play.
+type memoryQueue interface {
+	Queue
+	Memory
+}
+
 // kinds are the memory kinds behind Queue.
 var kinds = []struct {
 	name string
-	new  func(Settings) Queue
+	new  func(Settings) memoryQueue
 }{
-	{"Bucket", func(s Settings) Queue { return NewBucket(s) }},
-	{"Fair", func(s Settings) Queue { return NewFair(s) }},
+	{"Bucket", func(s Settings) memoryQueue { return NewBucket(s) }},
+	{"Fair", func(s Settings) memoryQueue { return NewFair(s) }},
 }
 
 // runTest runs fn once for each memory kind (uber ratelimit's runTest).
-func runTest(t *testing.T, fn func(t *testing.T, newQueue func(Settings) Queue)) {
+func runTest(t *testing.T, fn func(t *testing.T, newQueue func(Settings) memoryQueue)) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) { fn(t, k.new) })
 	}
 }
 
 func TestQueueBound(t *testing.T) {
-	runTest(t, func(t *testing.T, newQueue func(Settings) Queue) {
+	runTest(t, func(t *testing.T, newQueue func(Settings) memoryQueue) {
 		q := newQueue(Settings{Capacity: 4})
 		if q.Cap() != 4 {
 			t.Fatalf("Cap = %d, want 4", q.Cap())
@@ -443,7 +447,7 @@ func TestQueueBound(t *testing.T) {
 }
 
 func TestQueueStoredSynchronous(t *testing.T) {
-	runTest(t, func(t *testing.T, newQueue func(Settings) Queue) {
+	runTest(t, func(t *testing.T, newQueue func(Settings) memoryQueue) {
 		for _, tc := range []struct {
 			name     string
 			capacity int
@@ -476,7 +480,7 @@ func TestQueueStoredSynchronous(t *testing.T) {
 }
 
 func TestQueueRetriesFirst(t *testing.T) {
-	runTest(t, func(t *testing.T, newQueue func(Settings) Queue) {
+	runTest(t, func(t *testing.T, newQueue func(Settings) memoryQueue) {
 		q := newQueue(Settings{Capacity: 10})
 		mustOffer(t, q, t0, keyJobs("f", 4, 1)...)
 		q.RetryLater(mustTake(t, q, t0), sec(5), false)
@@ -506,7 +510,7 @@ func TestQueueRetriesFirst(t *testing.T) {
 }
 
 func TestQueueRetryExceedsBound(t *testing.T) {
-	runTest(t, func(t *testing.T, newQueue func(Settings) Queue) {
+	runTest(t, func(t *testing.T, newQueue func(Settings) memoryQueue) {
 		q := newQueue(Settings{Capacity: 2})
 		mustOffer(t, q, t0, job("a", 1), job("b", 1))
 		a := mustTake(t, q, t0)
@@ -526,7 +530,7 @@ func TestQueueRetryExceedsBound(t *testing.T) {
 }
 
 func TestQueueConfigureShrink(t *testing.T) {
-	runTest(t, func(t *testing.T, newQueue func(Settings) Queue) {
+	runTest(t, func(t *testing.T, newQueue func(Settings) memoryQueue) {
 		q := newQueue(Settings{Capacity: 5})
 		mustOffer(t, q, t0, keyJobs("a", 3, 1)...)
 		mustOffer(t, q, t0, keyJobs("b", 2, 1)...)
@@ -568,7 +572,7 @@ func TestQueueConfigureShrink(t *testing.T) {
 }
 
 func TestQueueCounts(t *testing.T) {
-	runTest(t, func(t *testing.T, newQueue func(Settings) Queue) {
+	runTest(t, func(t *testing.T, newQueue func(Settings) memoryQueue) {
 		q := newQueue(Settings{Capacity: 10})
 		var taken *Job
 		steps := []struct {
@@ -586,7 +590,7 @@ func TestQueueCounts(t *testing.T) {
 			{"take the retry", func() { taken = mustTake(t, q, sec(1)) }, 2, 3},
 			{"drop every fresh job", func() { q.DropFront(func(*Job) bool { return true }) }, 0, 0},
 			{"retry again", func() { q.RetryLater(taken, sec(2), true) }, 1, 1},
-			{"drain", func() { q.Drain() }, 0, 0},
+			{"release", func() { q.Release() }, 0, 0},
 		}
 		for _, s := range steps {
 			s.op()
@@ -598,31 +602,28 @@ func TestQueueCounts(t *testing.T) {
 	})
 }
 
-func TestQueueDrain(t *testing.T) {
-	runTest(t, func(t *testing.T, newQueue func(Settings) Queue) {
+func TestQueueRelease(t *testing.T) {
+	runTest(t, func(t *testing.T, newQueue func(Settings) memoryQueue) {
 		q := newQueue(Settings{Capacity: 6})
 		mustOffer(t, q, t0, keyJob("a", "a1", 1), keyJob("b", "b1", 2), keyJob("a", "a2", 1), keyJob("c", "c1", 1))
 		q.RetryLater(mustTake(t, q, t0), sec(9), false)
-		got := ids(q.Drain(), true)
+		got := ids(q.Release(), true)
 		if want := []string{"a1", "a2", "b1", "c1"}; !slices.Equal(got, want) {
-			t.Fatalf("Drain = %v, want %v (retries and fresh jobs)", got, want)
+			t.Fatalf("Release = %v, want %v (retries and fresh jobs)", got, want)
 		}
 		checkCounts(t, q, "drained", 0, 0)
-		if q.Keys() != 0 {
-			t.Fatalf("Keys after Drain = %d", q.Keys())
-		}
 		if _, ok := q.NextReady(); ok {
-			t.Fatal("NextReady after Drain ok")
+			t.Fatal("NextReady after Release ok")
 		}
 		if j, _, ok := q.Take(sec(9)); ok {
-			t.Fatalf("Take after Drain = %s", j.ID)
+			t.Fatalf("Take after Release = %s", j.ID)
 		}
-		if again := q.Drain(); len(again) != 0 {
-			t.Fatalf("second Drain = %v", ids(again, false))
+		if again := q.Release(); len(again) != 0 {
+			t.Fatalf("second Release = %v", ids(again, false))
 		}
 		mustOffer(t, q, t0, job("full", 6)) // the bound is kept, and all free again
 		if q.Cap() != 6 || q.Fits(1) {
-			t.Fatalf("after Drain: Cap %d, Fits(1) %v; want 6, false", q.Cap(), q.Fits(1))
+			t.Fatalf("after Release: Cap %d, Fits(1) %v; want 6, false", q.Cap(), q.Fits(1))
 		}
 	})
 }
@@ -643,7 +644,7 @@ func benchJobs(keys int) []*Job {
 }
 
 // benchQueue returns a queue from newQueue, filled to depth from jobs.
-func benchQueue(b *testing.B, newQueue func(Settings) Queue, jobs []*Job, depth int) Queue {
+func benchQueue(b *testing.B, newQueue func(Settings) memoryQueue, jobs []*Job, depth int) Queue {
 	q := newQueue(Settings{Capacity: depth + 1})
 	for i := range depth {
 		mustOffer(b, q, t0, jobs[i%len(jobs)])
@@ -651,7 +652,7 @@ func benchQueue(b *testing.B, newQueue func(Settings) Queue, jobs []*Job, depth 
 	return q
 }
 
-func benchSerial(b *testing.B, newQueue func(Settings) Queue, jobs []*Job, depth int) {
+func benchSerial(b *testing.B, newQueue func(Settings) memoryQueue, jobs []*Job, depth int) {
 	q := benchQueue(b, newQueue, jobs, depth)
 	var err error
 	done := func(_ Placed, e error) { err = e }
@@ -667,7 +668,7 @@ func benchSerial(b *testing.B, newQueue func(Settings) Queue, jobs []*Job, depth
 	}
 }
 
-func benchParallel(b *testing.B, newQueue func(Settings) Queue, jobs []*Job, depth int) {
+func benchParallel(b *testing.B, newQueue func(Settings) memoryQueue, jobs []*Job, depth int) {
 	q := benchQueue(b, newQueue, jobs, depth)
 	var mu sync.Mutex
 	b.ReportAllocs()
@@ -691,7 +692,7 @@ func benchParallel(b *testing.B, newQueue func(Settings) Queue, jobs []*Job, dep
 }
 
 // benchKind runs the serial and parallel benchmarks at every depth.
-func benchKind(b *testing.B, newQueue func(Settings) Queue, keys int) {
+func benchKind(b *testing.B, newQueue func(Settings) memoryQueue, keys int) {
 	jobs := benchJobs(keys)
 	for _, depth := range benchDepths {
 		b.Run(fmt.Sprintf("serial/depth=%d", depth), func(b *testing.B) { benchSerial(b, newQueue, jobs, depth) })
@@ -700,5 +701,5 @@ func benchKind(b *testing.B, newQueue func(Settings) Queue, keys int) {
 }
 
 func BenchmarkBucket(b *testing.B) {
-	benchKind(b, func(s Settings) Queue { return NewBucket(s) }, 1)
+	benchKind(b, func(s Settings) memoryQueue { return NewBucket(s) }, 1)
 }

@@ -5,4 +5,48 @@
 // durable kind lives in queue/jetstream. Offer never blocks: a full queue
 // refuses with ErrFull. Nothing here starts a goroutine or reads a clock;
 // the owning lane's lock serialises every call.
+//
+// # Roles
+//
+// A lane uses a queue from three sides, and Queue is the part of each side
+// that every kind does: Intake (Offer, Ahead, Len, Cost, Cap), Drain
+// (NextReady, Take, RetryLater) and Lifecycle (Configure, Release). What
+// only some kinds do is a role of its own, a small interface next to the
+// side that uses it:
+//
+//	side       every kind   only some kinds
+//	intake     Intake       Memory (Fits, DropFront): Bucket, Fair
+//	                        Shares (Share, Keys): Fair
+//	drain      Drain        Settler (Ack, Keep, GiveUp): durable
+//	lifecycle  Lifecycle    Service (Start, Close): durable
+//
+// A kind hands its lane a Roles value (its Roles method): the Queue, and
+// each optional role it plays, nil where it plays none. The lane asks
+// whether a role is there, never which kind it holds, so no kind answers a
+// method with a no-op (a Bucket need not pretend to ack, a durable queue
+// need not pretend to bound in memory), and no code switches on a queue's
+// type. A nil role says something true about the kind: no Memory means a
+// store bounds and keeps the jobs (the intake does not check the bound,
+// and a removed lane need not wait for them); no Settler means a taken job
+// is forgotten, so a job cancelled at shutdown cannot be kept; no Service
+// means nothing to start or close.
+//
+// Roles is a struct of interfaces rather than one interface per
+// combination of roles, because the combinations multiply (a fair durable
+// kind would be one more) while the lane's questions stay the same; and
+// rather than a type switch, because a switch on a queue's type means the
+// interface is missing a method.
+//
+// # Where priorities and delays go
+//
+// Both change the order jobs start in, not who settles or bounds them, so
+// they belong to the parts every kind plays. A delayed job is offered with
+// the instant it becomes ready (Offer's at); a job's priority level
+// travels on the Job. Take starts the ready job of the highest level
+// (retries first within a level), NextReady answers the earliest instant
+// any job is ready, and Ahead (with Placed) counts only the cost that
+// starts before the job asked about, which is what position, ETA, expiry
+// and Retry-After are computed from. Memory.DropFront drops from the jobs
+// that start first. No new role and no switch is needed: each kind
+// implements the same methods with its own order.
 package queue

@@ -26,7 +26,11 @@ type Fair struct {
 	weights  map[string]int // key → weight; absent = 1
 }
 
-var _ Queue = (*Fair)(nil)
+var (
+	_ Queue  = (*Fair)(nil)
+	_ Memory = (*Fair)(nil)
+	_ Shares = (*Fair)(nil)
+)
 
 // keyQueue is one key's sub-queue.
 type keyQueue struct {
@@ -43,6 +47,10 @@ func NewFair(s Settings) *Fair {
 	q.Configure(s)
 	return q
 }
+
+// Roles is the fair queue with the roles it plays: its jobs live in
+// memory, and each key holds at most its share.
+func (q *Fair) Roles() Roles { return Roles{Queue: q, Memory: q, Shares: q} }
 
 // Configure applies a new bound, per-key bound and weights in place.
 func (q *Fair) Configure(s Settings) {
@@ -66,17 +74,11 @@ func (q *Fair) weightOf(key string) int {
 	return 1
 }
 
-func (q *Fair) Fits(need int) bool  { return q.cost+need <= q.capacity }
-func (q *Fair) Len() int            { return q.fresh + len(q.retries) }
-func (q *Fair) Cost() int           { return q.cost }
-func (q *Fair) Held() int           { return q.Len() }
-func (q *Fair) Keys() int           { return len(q.ring) }
-func (q *Fair) Cap() int            { return q.capacity }
-func (q *Fair) Ack(*Job, time.Time) {}
-func (q *Fair) GiveUp(*Job)         {}
-func (q *Fair) Keep(*Job) bool      { return false }
-func (q *Fair) Start(func())        {}
-func (q *Fair) Close() error        { return nil }
+func (q *Fair) Fits(need int) bool { return q.cost+need <= q.capacity }
+func (q *Fair) Len() int           { return q.fresh + len(q.retries) }
+func (q *Fair) Cost() int          { return q.cost }
+func (q *Fair) Keys() int          { return len(q.ring) }
+func (q *Fair) Cap() int           { return q.capacity }
 
 // keyCost is the cost key holds queued (retries not included).
 func (q *Fair) keyCost(key string) int {
@@ -196,7 +198,7 @@ func (q *Fair) DropFront(drop func(*Job) bool) []*Job {
 	return out
 }
 
-func (q *Fair) Drain() []*Job {
+func (q *Fair) Release() []*Job {
 	out := q.retries.jobs(make([]*Job, 0, q.Len()))
 	for _, k := range q.ring {
 		for _, e := range k.jobs {

@@ -369,25 +369,25 @@ func TestFairDropFrontAcrossKeys(t *testing.T) {
 	}
 }
 
-// TestFairDrainKeepsSettings: Drain empties the queue (TestQueueDrain) but
+// TestFairReleaseKeepsSettings: Release empties the queue (TestQueueRelease) but
 // keeps its bound, per-key bound and weights.
-func TestFairDrainKeepsSettings(t *testing.T) {
+func TestFairReleaseKeepsSettings(t *testing.T) {
 	q := NewFair(Settings{Capacity: 10, KeyCapacity: 5, Weights: map[string]int{"a": 2}})
 	mustOffer(t, q, t0, keyJobs("a", 2, 1)...)
 	mustOffer(t, q, t0, keyJobs("b", 1, 1)...)
 	q.RetryLater(mustTake(t, q, t0), sec(9), false)
-	if got := ids(q.Drain(), true); !slices.Equal(got, []string{"a1", "a2", "b1"}) {
-		t.Fatalf("Drain = %v", got)
+	if got := ids(q.Release(), true); !slices.Equal(got, []string{"a1", "a2", "b1"}) {
+		t.Fatalf("Release = %v", got)
 	}
 	if len(q.keys) != 0 || len(q.ring) != 0 || q.Keys() != 0 {
-		t.Fatalf("after Drain: keys %d, ring %d", len(q.keys), len(q.ring))
+		t.Fatalf("after Release: keys %d, ring %d", len(q.keys), len(q.ring))
 	}
 	if q.Cap() != 10 || q.Share(keyJob("a", "x", 1)).Limit != 5 {
-		t.Fatalf("after Drain: Cap %d, Limit %d; want 10, 5", q.Cap(), q.Share(keyJob("a", "x", 1)).Limit)
+		t.Fatalf("after Release: Cap %d, Limit %d; want 10, 5", q.Cap(), q.Share(keyJob("a", "x", 1)).Limit)
 	}
 	mustOffer(t, q, t0, concat(keyJobs("a", 3, 1), keyJobs("b", 2, 1))...)
 	if got, want := takeAll(q, t0), []string{"a1", "a2", "b1", "a3", "b2"}; !slices.Equal(got, want) {
-		t.Fatalf("order after Drain %v, want %v", got, want)
+		t.Fatalf("order after Release %v, want %v", got, want)
 	}
 }
 
@@ -415,7 +415,7 @@ func takeTwo(t *testing.T, q Queue) []string {
 func BenchmarkFair(b *testing.B) {
 	for _, keys := range []int{1, 100} {
 		b.Run(fmt.Sprintf("keys=%d", keys), func(b *testing.B) {
-			benchKind(b, func(s Settings) Queue { return NewFair(s) }, keys)
+			benchKind(b, func(s Settings) memoryQueue { return NewFair(s) }, keys)
 		})
 	}
 }

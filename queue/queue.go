@@ -14,88 +14,135 @@ var ErrFull = errors.New("queue: full")
 // job's id.
 var ErrDuplicate = errors.New("queue: duplicate job")
 
-// Queue is one downstream's queue, whatever its kind: Bucket (a bounded
-// FIFO), Fair (deficit round robin between keys) or a durable kind
-// (package queue/jetstream). The intake side offers jobs under a bound; the
-// drain side takes them, and acks, retries or gives up each one it took.
+// Queue is what every kind does, whatever it is: Bucket (a bounded FIFO),
+// Fair (deficit round robin between keys) or a durable kind (package
+// queue/jetstream). It is the three parts every kind plays: Intake, Drain
+// and Lifecycle. What only some kinds do is a role of its own (Memory,
+// Shares, Settler, Service), and Roles carries a kind's queue with the
+// roles it plays.
 //
 // Every method is called with the owning lane's lock held, so none may
 // block on I/O; a durable kind fetches in its own goroutines and sends acks
 // and naks without waiting for an answer. The one exception is the Stored
 // that Offer returns, which the caller runs after releasing its lock.
 type Queue interface {
+	Intake
+	Drain
+	Lifecycle
+}
+
+// Intake is what the intake side uses of every kind: it offers jobs and
+// tells the producer where they went.
+type Intake interface {
 	// Offer adds job, ready to start from at, and returns how the caller
 	// learns where it went. A memory kind places the job at once (or
 	// refuses it with ErrFull); a durable kind stores it when the caller
 	// runs the returned Stored.
 	Offer(job *Job, at time.Time) Stored
-	// Fits reports whether need more units of cost fit under the bound now.
-	// A kind whose store enforces the bound itself (shared by every
-	// instance) answers true and refuses in Stored.
-	Fits(need int) bool
 	// Ahead is the cost that would start before job if it were offered now:
-	// every queued job for a FIFO, an estimate under fairness.
+	// every queued job for a FIFO, an estimate under fairness (a durable
+	// kind: its store's depth).
 	Ahead(job *Job) int
-	// Share is job's key's share of the queue under fairness; a kind
-	// without per-key shares returns the zero Share (no limit).
-	Share(job *Job) Share
-
-	// NextReady returns when the next job becomes ready to start: the front
-	// job's ready time or the earliest retry's, whichever is sooner.
-	NextReady() (time.Time, bool)
-	// Take removes the job to start at now: a retry whose time has come goes
-	// ahead of queued jobs. It returns the job's ready time.
-	Take(now time.Time) (*Job, time.Time, bool)
-	// Ack reports that a taken job was delivered. A durable kind goes on
-	// counting it against the bound until at (the end of the job's drain
-	// interval), as a memory lane's level does.
-	Ack(job *Job, at time.Time)
-	// RetryLater puts a taken job back, ahead of queued jobs once at has
-	// passed; pushback says the downstream asked to wait (the try does not
-	// count against MaxAttempts). It never refuses: the job was accepted
-	// once already, so it may exceed the bound.
-	RetryLater(job *Job, at time.Time, pushback bool)
-	// Keep hands back a taken job whose delivery was cancelled at
-	// shutdown, for the next start after a restart: a durable kind keeps
-	// it stored and reports true; a memory kind cannot keep it and reports
-	// false (the caller dead-letters it).
-	Keep(job *Job) bool
-	// GiveUp reports that a job (taken, or removed by DropFront or Drain)
-	// is dropped for good, after its dead letter was published (or found
-	// impossible), so a durable kind may delete it.
-	GiveUp(job *Job)
-	// DropFront removes front jobs while drop returns true (a durable kind
-	// checks expiry when a start reaches a job, and drops none here).
-	DropFront(drop func(*Job) bool) []*Job
-	// Drain removes and returns every job held in memory (at shutdown: the
-	// shaper dead-letters them). A durable kind hands fetched jobs back to
-	// its store and returns none: its jobs stay stored.
-	Drain() []*Job
-
 	// Len is the number of jobs queued, retries included (a durable kind:
 	// its store's, refreshed in the background).
 	Len() int
 	// Cost is the sum of the queued jobs' costs (a durable kind counts each
 	// job as 1: its store bounds jobs by count).
 	Cost() int
-	// Held is the number of jobs only this process holds: what a removed
-	// lane must still start before it may go. A durable kind holds none.
-	Held() int
-	// Keys is the number of keys with queued jobs under fairness, else 0.
-	Keys() int
 	// Cap is the bound.
 	Cap() int
+}
+
+// Drain is what the drain side uses of every kind: the lane's scheduler
+// asks when the next job is ready, takes it, and puts back one whose try
+// failed.
+type Drain interface {
+	// NextReady returns when the next job becomes ready to start: the front
+	// job's ready time or the earliest retry's, whichever is sooner.
+	NextReady() (time.Time, bool)
+	// Take removes the job to start at now: a retry whose time has come goes
+	// ahead of queued jobs. It returns the job's ready time.
+	Take(now time.Time) (*Job, time.Time, bool)
+	// RetryLater puts a taken job back, ahead of queued jobs once at has
+	// passed; pushback says the downstream asked to wait (the try does not
+	// count against MaxAttempts). It never refuses: the job was accepted
+	// once already, so it may exceed the bound.
+	RetryLater(job *Job, at time.Time, pushback bool)
+}
+
+// Lifecycle is what configuring and stopping a lane uses of every kind.
+type Lifecycle interface {
 	// Configure applies new settings in place; a smaller capacity drops
 	// nothing (Offer refuses until below it).
 	Configure(s Settings)
+	// Release removes and returns every job held in memory (at shutdown:
+	// the shaper dead-letters them). A durable kind stops fetching, hands
+	// its fetched jobs back to its store and returns none: its jobs stay
+	// stored.
+	Release() []*Job
+}
 
-	// Start starts the kind's own goroutines, if it has any; ready is
-	// called, without the queue's locks held, whenever jobs became ready
-	// to take. Called once, before Take.
+// Memory is the role of a kind whose jobs live only in this process
+// (Bucket, Fair): the lane bounds them at intake, drops expired jobs that
+// hold room, and a removed lane must start (or dead-letter) every one of
+// them (Len) before it may go. A kind whose store bounds and keeps its jobs
+// (a durable kind) does not play it.
+type Memory interface {
+	// Fits reports whether need more units of cost fit under the bound now.
+	Fits(need int) bool
+	// DropFront removes front jobs while drop returns true.
+	DropFront(drop func(*Job) bool) []*Job
+}
+
+// Shares is the role of a kind with fairness between keys (Fair): each
+// key holds at most its share of the queue.
+type Shares interface {
+	// Share is job's key's share of the queue.
+	Share(job *Job) Share
+	// Keys is the number of keys with queued jobs.
+	Keys() int
+}
+
+// Settler is the role of a kind that keeps its jobs in a store (a durable
+// kind): the drain side settles every job it took with the store. A memory
+// kind forgets a job once it is taken, so there is nothing to settle.
+type Settler interface {
+	// Ack reports that a taken job was delivered. The store goes on
+	// counting it against the bound until at (the end of the job's drain
+	// interval), as a memory lane's level does.
+	Ack(job *Job, at time.Time)
+	// Keep hands back a taken job whose delivery was cancelled at
+	// shutdown, for the next start after a restart, and reports whether it
+	// was kept (else the caller dead-letters it).
+	Keep(job *Job) bool
+	// GiveUp reports that a taken job is dropped for good, after its dead
+	// letter was published (or found impossible), so the store may delete
+	// it.
+	GiveUp(job *Job)
+}
+
+// Service is the role of a kind with goroutines of its own (a durable
+// kind's fetcher), in the lifecycle every background service has.
+type Service interface {
+	// Start starts the kind's goroutines; ready is called, without the
+	// queue's locks held, whenever jobs became ready to take. Called once,
+	// before Take.
 	Start(ready func())
 	// Close stops those goroutines and hands fetched but unstarted jobs
 	// back to the store; it waits for the goroutines. Idempotent.
 	Close() error
+}
+
+// Roles is one downstream's queue as its lane holds it: the Queue every
+// kind is, and the roles only some kinds play, nil where the kind does not
+// play them. Each kind's Roles method fills in the roles it plays; the
+// zero Roles is no queue (the lane builds a memory kind).
+type Roles struct {
+	Queue
+	Memory  Memory  // nil: the jobs are bounded and kept by a store
+	Shares  Shares  // nil: no per-key shares
+	Settler Settler // nil: a taken job needs no settling
+	Service Service // nil: no goroutines of its own
 }
 
 // Stored reports where an offered job went (Then). A memory kind's is the
@@ -144,7 +191,7 @@ type Placed struct {
 // placed is the Stored of a job a memory kind placed (or refused) at once.
 func placed(p Placed, err error) Stored { return Stored{placed: p, err: err} }
 
-// Share is a key's share of a fair queue (Queue.Share).
+// Share is a key's share of a fair queue (Shares.Share).
 type Share struct {
 	Held  int // cost the key holds queued
 	Limit int // the most it may hold; 0 = no per-key limit

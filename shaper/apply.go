@@ -17,7 +17,7 @@ type lanePlan struct {
 	cfg    LaneSettings
 	l      *lane       // existing lane (active or draining); nil = new lane
 	sink   Sink        // new sink; nil = keep the lane's
-	q      queue.Queue // a new lane's queue; nil = in memory
+	q      queue.Roles // a new lane's queue; zero = in memory
 	adm    admission.Admitter
 	newAdm bool // replace the lane's admitter with adm (may be nil)
 }
@@ -122,8 +122,8 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 			if c, ok := p.sink.(io.Closer); ok {
 				_ = c.Close()
 			}
-			if p.q != nil {
-				_ = p.q.Close()
+			if p.q.Service != nil {
+				_ = p.q.Service.Close()
 			}
 		}
 		return nil, err

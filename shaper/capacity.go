@@ -9,15 +9,20 @@ import (
 
 // checkCapacity refuses a job whose cost does not fit the bucket's level,
 // as queue_full, after dropping expired jobs that hold capacity at the
-// front. A durable queue's store enforces its bound itself (Fits is true):
-// there the store refuses, after admission. Requires l.mu.
+// front. A durable queue's store enforces its bound itself (it plays no
+// queue.Memory role): there the store refuses, after admission.
+// Requires l.mu.
 func (l *lane) checkCapacity(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
+	mem := l.q.Memory
+	if mem == nil {
+		return rc, true
+	}
 	c := queue.JobCost(job)
-	if l.q.Fits(l.leaking(now) + c) {
+	if mem.Fits(l.leaking(now) + c) {
 		return rc, true
 	}
 	l.dropExpiredFront(now)
-	if l.q.Fits(l.leaking(now) + c) {
+	if mem.Fits(l.leaking(now) + c) {
 		return rc, true
 	}
 	n := l.level(now)
@@ -30,7 +35,10 @@ func (l *lane) checkCapacity(now time.Time, job *queue.Job, rc Receipt) (Receipt
 // enough of the key's jobs will have started to make room, at the lane's
 // rate, with the other keys served in turn. Requires l.mu.
 func (l *lane) checkKeyShare(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
-	sh := l.q.Share(job)
+	if l.q.Shares == nil {
+		return rc, true
+	}
+	sh := l.q.Shares.Share(job)
 	if !sh.Over(queue.JobCost(job)) || l.shadowed(ReasonQueueFull) {
 		return rc, true
 	}
@@ -108,9 +116,9 @@ func (l *lane) freesIn(now time.Time, need int) time.Duration {
 // dropExpiredFront drops expired jobs at the front of a full queue so they
 // do not hold capacity until a start reaches them. With the lane's MaxWait
 // alone, deadlines follow queue order, so this finds every expired job.
-// Requires l.mu.
+// Requires l.mu and a queue that plays the queue.Memory role.
 func (l *lane) dropExpiredFront(now time.Time) {
-	expired := l.q.DropFront(func(j *queue.Job) bool {
+	expired := l.q.Memory.DropFront(func(j *queue.Job) bool {
 		return !j.Deadline.IsZero() && now.After(j.Deadline)
 	})
 	for _, j := range expired {

@@ -196,7 +196,9 @@ func (w *dlWorker) publish(ctx context.Context, it dlItem) bool {
 	w.log(it).Log(ctx, level, "job dropped", "dead_lettered", sent)
 	it.l.mu.Lock()
 	defer it.l.mu.Unlock()
-	it.l.q.GiveUp(it.dl.Job) // after the dead letter: a durable job is deleted only now
+	if it.l.q.Settler != nil {
+		it.l.q.Settler.GiveUp(it.dl.Job) // after the dead letter: a durable job is deleted only now
+	}
 	if it.failed {
 		o := OutcomeFailed
 		if sent {
@@ -235,7 +237,7 @@ func (w *dlWorker) abandon() {
 	for _, name := range w.order {
 		for _, it := range w.backlogs[name].items {
 			it.l.mu.Lock()
-			kept := it.l.q.Keep(it.dl.Job)
+			kept := it.l.q.Settler != nil && it.l.q.Settler.Keep(it.dl.Job)
 			if !kept {
 				it.l.m.dlLost.Inc()
 				if it.failed {

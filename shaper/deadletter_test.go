@@ -42,8 +42,8 @@ func (d *flakyDL) snapshot() ([]time.Duration, int) {
 	return append([]time.Duration(nil), d.tries...), len(d.taken)
 }
 
-// keepQueue is a memory queue that records GiveUp and answers Keep as a
-// durable kind (keeps = true) or a memory one would.
+// keepQueue is a memory queue that plays queue.Settler: it records GiveUp
+// and answers Keep as a durable kind (keeps = true) or a memory one would.
 type keepQueue struct {
 	*queue.Bucket
 	keeps bool
@@ -53,6 +53,8 @@ type keepQueue struct {
 	kept  int
 	t0    time.Time
 }
+
+func (q *keepQueue) Ack(*queue.Job, time.Time) {}
 
 func (q *keepQueue) GiveUp(*queue.Job) {
 	q.mu.Lock()
@@ -92,9 +94,10 @@ func startDL(t *testing.T, fails int, keeps bool, grace time.Duration) *dlHarnes
 		done: make(chan error, 1)}
 	h.q = &keepQueue{Bucket: queue.NewBucket(queueSettings(cfg)), keeps: keeps, t0: time.Now()}
 	sink := newRecSink(func(context.Context, *queue.Job) error { return &PermanentError{Err: errors.New("410")} })
+	roles := queue.Roles{Queue: h.q, Memory: h.q, Settler: h.q}
 	sh, err := New(Settings{ShutdownGrace: grace, Lanes: []LaneSettings{cfg}}, Deps{
 		Sinks:      func(LaneSettings) (Sink, error) { return sink, nil },
-		Queues:     func(LaneSettings) (queue.Queue, error) { return h.q, nil },
+		Queues:     func(LaneSettings) (queue.Roles, error) { return roles, nil },
 		DeadLetter: h.dl, Metrics: h.met,
 	})
 	if err != nil {

@@ -46,9 +46,11 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	case err == nil:
 		// A durable queue holds the store's slot to the end of the job's
 		// interval, as level() does for the memory queue.
-		l.q.Ack(job, job.Slot.Add(l.sched.drainOf(queue.JobCost(job))))
+		if l.q.Settler != nil {
+			l.q.Settler.Ack(job, job.Slot.Add(l.sched.drainOf(queue.JobCost(job))))
+		}
 		l.countOutcome(OutcomeSuccess)
-	case a.Cancelled && l.q.Keep(job):
+	case a.Cancelled && l.q.Settler != nil && l.q.Settler.Keep(job):
 		// cancelled at shutdown: stays stored, redelivered after a restart
 	case a.Cancelled:
 		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())

@@ -83,11 +83,12 @@
 // deleted) only once the DeadLetterer took its dead letter, and one it
 // refuses is tried again, 1 s doubling to 30 s, while the job stays queued.
 //
-// The lane's queue is a queue.Queue, and what its kinds do differently is
-// its methods: a queue.Bucket or queue.Fair in memory, or a durable kind
-// (Deps.Queues; package queue/jetstream stores jobs in NATS JetStream) whose
-// store enforces the bound, answers Offer asynchronously and keeps its jobs
-// at shutdown. Sinks are built by Deps.Sinks (package shaper/sink).
+// The lane's queue is a queue.Roles: the queue.Queue every kind is, and
+// the roles its kind plays. A queue.Bucket or queue.Fair in memory plays
+// queue.Memory (and Fair queue.Shares); a durable kind (Deps.Queues;
+// package queue/jetstream stores jobs in NATS JetStream) instead plays
+// queue.Settler and queue.Service: its store enforces the bound, answers
+// Offer asynchronously and keeps its jobs at shutdown. Sinks are built by Deps.Sinks (package shaper/sink).
 //
 // Logs use log/slog and never contain admission keys or payloads.
 package shaper

@@ -25,7 +25,7 @@ type lane struct {
 	mu       sync.Mutex
 	cfg      LaneSettings // normalized
 	sched    schedule     // when the next start may be, at what rate
-	q        queue.Queue
+	q        queue.Roles
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
 	inflight int
@@ -63,8 +63,8 @@ type counters struct {
 	delivered                                       map[Outcome]uint64
 }
 
-func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Queue, now time.Time) *lane {
-	if q == nil {
+func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Roles, now time.Time) *lane {
+	if q.Queue == nil {
 		q = newMemoryQueue(cfg)
 	}
 	l := &lane{
@@ -79,17 +79,19 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 	l.m.paused.Set(0)
 	l.m.depth.Set(0)
 	l.m.inflight.Set(0)
-	q.Start(l.kick)
+	if q.Service != nil {
+		q.Service.Start(l.kick)
+	}
 	return l
 }
 
 // newMemoryQueue is the in-memory queue cfg asks for: a FIFO bucket, or
 // fair between keys.
-func newMemoryQueue(cfg LaneSettings) queue.Queue {
+func newMemoryQueue(cfg LaneSettings) queue.Roles {
 	if cfg.Fairness {
-		return queue.NewFair(queueSettings(cfg))
+		return queue.NewFair(queueSettings(cfg)).Roles()
 	}
-	return queue.NewBucket(queueSettings(cfg))
+	return queue.NewBucket(queueSettings(cfg)).Roles()
 }
 
 // queueSettings are cfg's settings for its queue.
@@ -212,9 +214,11 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 // all, as of now. Requires l.mu.
 func (l *lane) reschedule(now time.Time) {
 	l.wakeReplays()
-	if k := l.q.Keys(); k != l.keys { // a gauge write only when it changed
-		l.keys = k
-		l.m.fairKeys.Set(float64(k))
+	if l.q.Shares != nil {
+		if k := l.q.Shares.Keys(); k != l.keys { // a gauge write only when it changed
+			l.keys = k
+			l.m.fairKeys.Set(float64(k))
+		}
 	}
 	g := l.gate(now)
 	if !l.mayStart(g) {
@@ -226,8 +230,8 @@ func (l *lane) reschedule(now time.Time) {
 }
 
 // idle reports whether a removed lane has nothing left to do: no job only
-// this process holds (a durable queue's stay stored) and none in flight.
-// Requires l.mu.
+// this process holds (a memory queue's; a durable queue's stay stored) and
+// none in flight. Requires l.mu.
 func (l *lane) idle() bool {
-	return l.removed && l.q.Held() == 0 && l.inflight == 0
+	return l.removed && (l.q.Memory == nil || l.q.Len() == 0) && l.inflight == 0
 }

@@ -206,7 +206,7 @@ func TestKeptRateTakeover(t *testing.T) {
 		cfg.Durable = true
 		sh, err := New(Settings{Lanes: []LaneSettings{cfg}}, Deps{
 			Sinks: func(LaneSettings) (Sink, error) { return sink, nil }, Metrics: h.met, Rates: r,
-			Queues: func(LaneSettings) (queue.Queue, error) { return q, nil },
+			Queues: func(LaneSettings) (queue.Roles, error) { return queue.Roles{Queue: q, Memory: q, Service: q}, nil },
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -242,13 +242,14 @@ func TestKeptRateTakeover(t *testing.T) {
 }
 
 // readyQueue is a memory queue that, like a durable one, calls the lane
-// back when it "fetched" jobs.
+// back when it "fetched" jobs (it plays queue.Service).
 type readyQueue struct {
 	*queue.Bucket
 	ready func()
 }
 
 func (q *readyQueue) Start(ready func()) { q.ready = ready }
+func (q *readyQueue) Close() error       { return nil }
 
 // TestKeptRateStoreDown: a store that fails is logged and ignored; the
 // lane starts at its ceiling and keeps trying to save.

@@ -29,9 +29,10 @@ type Deps struct {
 	// nil = discard.
 	Logger *slog.Logger
 	// Queues builds the queue of a new lane whose settings ask for it
-	// (LaneSettings.Durable); nil, or a nil Queue, = the in-memory queue.
-	// The queue's Close is called when its lane is gone or Run ends.
-	Queues func(LaneSettings) (queue.Queue, error)
+	// (LaneSettings.Durable), with the roles its kind plays; nil, or the
+	// zero Roles, = the in-memory queue. A queue.Service is started with
+	// its lane and closed when its lane is gone or Run ends.
+	Queues func(LaneSettings) (queue.Roles, error)
 	// Admitters builds the admission rule of a lane whose
 	// LaneSettings.AdmissionStore is remote (e.g. a NATS KV bucket shared
 	// by instances); a nil Admitter = the in-memory limiter. It is called
@@ -55,7 +56,7 @@ type Shaper struct {
 	log   *slog.Logger
 	met   *Metrics
 	sinks func(LaneSettings) (Sink, error)
-	qs    func(LaneSettings) (queue.Queue, error)
+	qs    func(LaneSettings) (queue.Roles, error)
 	adms  admission.Remote
 	dlr   DeadLetterer
 
@@ -174,7 +175,7 @@ func (s *Shaper) shutdown() {
 	dropped := 0
 	for _, l := range s.allLanes() {
 		l.mu.Lock()
-		for _, job := range l.q.Drain() {
+		for _, job := range l.q.Release() {
 			l.drop(job, ReasonShutdown, "daemon shutting down")
 			dropped++
 		}
@@ -216,7 +217,9 @@ func (s *Shaper) closeSinks() error {
 		}
 	}
 	for l := range s.all {
-		errs = append(errs, l.q.Close())
+		if l.q.Service != nil {
+			errs = append(errs, l.q.Service.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -244,7 +247,10 @@ func (s *Shaper) retire(l *lane) {
 	delete(s.all, l)
 	s.retired = append(s.retired, l.sink)
 	s.met.forget(l.name)
-	q := l.q
+	q := l.q.Service
+	if q == nil {
+		return
+	}
 	s.closers.Go(func() { // Close waits for the queue's goroutines: not under s.mu
 		if err := q.Close(); err != nil {
 			s.log.Warn("closing a removed downstream's queue failed", "downstream", l.name, "error", err.Error())

@@ -28,11 +28,14 @@ type held struct {
 
 // Queue is one downstream's durable queue, a queue.Queue whose jobs are
 // stored in the stream: Offer's Stored publishes and waits for the PubAck,
-// Take hands out fetched messages, Ack acks (held to the end of the job's
-// drain interval), RetryLater naks with a delay, GiveUp terms. Create it
-// with Store.Queue. Its methods are safe for concurrent use and never block
-// on I/O (acks and naks are sent without waiting for an answer); its two
-// goroutines (fetch, maintain) run from Start until Close.
+// Take hands out fetched messages, RetryLater naks with a delay. It settles
+// each job it handed out (queue.Settler: Ack acks, held to the end of the
+// job's drain interval; GiveUp terms; Keep holds) and runs goroutines of
+// its own (queue.Service: fetch, maintain, from Start until Close); the
+// stream bounds and keeps its jobs, so it plays no queue.Memory role.
+// Create it with Store.Queue. Its methods are safe for concurrent use and
+// never block on I/O (acks and naks are sent without waiting for an
+// answer).
 type Queue struct {
 	st       *Store
 	name     string
@@ -60,7 +63,15 @@ type Queue struct {
 	broken   error // ErrIncompatible found after start-up
 }
 
-var _ queue.Queue = (*Queue)(nil)
+var (
+	_ queue.Queue   = (*Queue)(nil)
+	_ queue.Settler = (*Queue)(nil)
+	_ queue.Service = (*Queue)(nil)
+)
+
+// Roles is the queue with the roles it plays: it settles the jobs it
+// handed out with the stream, and fetches in goroutines of its own.
+func (q *Queue) Roles() queue.Roles { return queue.Roles{Queue: q, Settler: q, Service: q} }
 
 // QueueSettings are what a downstream's queue needs of its lane's settings.
 type QueueSettings struct {
@@ -166,24 +177,11 @@ func (q *Queue) streamHandle() natsjs.Stream {
 	return q.s
 }
 
-// Fits is true: the stream enforces the bound (max_msgs, shared by every
-// instance) when a job is stored.
-func (q *Queue) Fits(int) bool { return true }
-
 // Ahead is the stream's depth: every stored job starts first.
 func (q *Queue) Ahead(*queue.Job) int { return q.Len() }
 
-// Share is the zero Share: a durable queue has no per-key shares.
-func (q *Queue) Share(*queue.Job) queue.Share { return queue.Share{} }
-
 // Cost is Len: the stream bounds jobs by count, not cost.
 func (q *Queue) Cost() int { return q.Len() }
-
-// Held is 0: every job stays stored, none is only this process's.
-func (q *Queue) Held() int { return 0 }
-
-// Keys is 0: no fairness.
-func (q *Queue) Keys() int { return 0 }
 
 // Configure changes the bound; the stream is updated in the background.
 func (q *Queue) Configure(s queue.Settings) {
@@ -305,13 +303,11 @@ func (q *Queue) GiveUp(job *queue.Job) {
 	}
 }
 
-// DropFront drops nothing: expiry of stored jobs is checked when a start
-// reaches them.
-func (q *Queue) DropFront(func(*queue.Job) bool) []*queue.Job { return nil }
-
-// Drain stops fetching and hands fetched jobs back to the stream; it
-// returns none, since the stored jobs stay stored (SPEC "Lifecycle").
-func (q *Queue) Drain() []*queue.Job {
+// Release stops fetching and hands fetched jobs back to the stream; it
+// returns none, since the stored jobs stay stored at shutdown. (Expiry of
+// stored jobs is checked when a start reaches them: there is no front to
+// drop.)
+func (q *Queue) Release() []*queue.Job {
 	q.handBack()
 	return nil
 }

@@ -75,11 +75,11 @@ func (d *Daemon) notReady() []string {
 func (d *Daemon) queueProblems() []string {
 	var problems []string
 	for name := range d.view.Load().known {
-		q, ok := d.durable.Load(name)
+		ready, ok := d.durable.of(name)
 		if !ok {
 			continue // a memory queue: always ready
 		}
-		if err := q.(interface{ Ready() error }).Ready(); err != nil {
+		if err := ready(); err != nil {
 			problems = append(problems, fmt.Sprintf("queue %s: %v", name, err))
 		}
 	}

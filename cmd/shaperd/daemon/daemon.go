@@ -53,7 +53,7 @@ type Daemon struct {
 	adminAddr atomic.Value // string
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
-	durable   sync.Map // downstream name → *jetstream.Queue, for /readyz
+	durable   readiness // each durable queue's Ready, for /readyz
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
 

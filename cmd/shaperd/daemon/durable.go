@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -18,9 +19,35 @@ import (
 // ensureTimeout bounds the start-up check of the JetStream streams.
 const ensureTimeout = 10 * time.Second
 
+// readiness holds each durable queue's Ready by downstream name, so that
+// /readyz asks the queues without knowing their kind. The zero value is
+// empty; safe for concurrent use.
+type readiness struct {
+	mu    sync.Mutex
+	ready map[string]func() error
+}
+
+func (r *readiness) add(name string, ready func() error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ready == nil {
+		r.ready = map[string]func() error{}
+	}
+	r.ready[name] = ready
+}
+
+// of returns name's Ready; ok is false for a downstream without a durable
+// queue.
+func (r *readiness) of(name string) (ready func() error, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ready, ok = r.ready[name]
+	return ready, ok
+}
+
 // storage prepares the JetStream side: the durable queues' factory and the
 // dead-letter stores.
-func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Queue, error), *deadletter.Publisher, error) {
+func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Roles, error), *deadletter.Publisher, error) {
 	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
 		return nil, nil, err
@@ -41,7 +68,7 @@ func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) 
 // it creates or checks every stream now, so an incompatible stream stops
 // start-up with a clear error; otherwise each queue keeps trying in the
 // background (/readyz is false until NATS is connected).
-func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn, st *jetstream.Store) (func(shaper.LaneSettings) (queue.Queue, error), error) {
+func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.Conn, st *jetstream.Store) (func(shaper.LaneSettings) (queue.Roles, error), error) {
 	var durable []jetstream.QueueSettings
 	for _, ls := range cfg.ShaperSettings().Lanes {
 		if ls.Durable {
@@ -59,13 +86,13 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 			d.log.Warn("jetstream queues not ready yet; retrying in the background", "error", err.Error())
 		}
 	}
-	return func(ls shaper.LaneSettings) (queue.Queue, error) {
+	return func(ls shaper.LaneSettings) (queue.Roles, error) {
 		q, err := st.Queue(queueSettings(ls))
 		if err != nil {
-			return nil, err // not a typed nil in the interface
+			return queue.Roles{}, err
 		}
-		d.durable.Store(ls.Name, q) // for /readyz
-		return q, nil
+		d.durable.add(ls.Name, q.Ready) // for /readyz
+		return q.Roles(), nil
 	}, nil
 }
 
