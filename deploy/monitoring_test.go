@@ -231,7 +231,7 @@ func referenced(m map[string][]selector) map[string]bool {
 // use is TestMonitoringMatchesDaemon's job.
 func TestAlertRules(t *testing.T) {
 	names := referenced(alertSelectors(t))
-	// The situations an operator must hear about (see the README).
+	// The situations an operator must hear about (docs/operating.md, "Alerts").
 	for _, m := range []string{
 		"shaper_queue_depth", "shaper_queue_capacity", // queue near full
 		"shaper_jobs_rejected_total", "shaper_jobs_dropped_total", // sustained rejections, drops

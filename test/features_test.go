@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// End-to-end tests of issue 7's policies (README "Beyond a plain leaky
-// bucket"), one per feature, through NATS, the daemon and HTTP.
+// End-to-end tests of the policies beyond a plain leaky bucket
+// (docs/policies.md), one per feature, through NATS, the daemon and HTTP.
 
 func TestFeatureWouldExpire(t *testing.T) {
 	srv := runNATS(t)

@@ -17,10 +17,11 @@ import (
 	"time"
 )
 
-// The README's "Producing jobs with the nats CLI" proven against a real
-// daemon with the real nats CLI: every command below appears verbatim in
-// README.md (TestNatsCLICommandsInREADME), and TestNatsCLI runs each one
-// as a subprocess against the daemon the README starts — deploy/example.yaml
+// The manual's "Producing jobs with the nats CLI" (docs/producers.md)
+// proven against a real daemon with the real nats CLI: every command below
+// appears verbatim on that page, and every nats command shown in README.md
+// or docs/ is one of them (TestNatsCLICommandsInDocs); TestNatsCLI runs each
+// one as a subprocess against the daemon the docs start — deploy/example.yaml
 // as it is, only the NATS URL, the admin address and the printer's URL set
 // by env to the test's server, port and downstream.
 
@@ -28,21 +29,25 @@ const (
 	natscliModule  = "github.com/nats-io/natscli/nats"
 	natscliVersion = "v0.5.0"
 
-	// readmeServer is the server flag of every README command; the test
-	// swaps in its own server's URL.
-	readmeServer = "-s nats://127.0.0.1:4222"
+	// cliDocPage is the page that shows every command below, as written.
+	cliDocPage = "../docs/producers.md"
 
-	// readmeDaemon is the README's daemon; readmeBenchDaemon is it with
-	// room for a bench burst (env before the command, as a shell takes it).
-	readmeDaemon      = "go run ./cmd/shaperd -config deploy/example.yaml"
-	readmeBenchDaemon = "SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY=1000 SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_BURST=1000 SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_COST=5 " + readmeDaemon
+	// docServer is the server flag of every documented command; the test
+	// swaps in its own server's URL.
+	docServer = "-s nats://127.0.0.1:4222"
+
+	// docDaemon is the documented daemon (the README's first command);
+	// docBenchDaemon is it with room for a bench burst (env before the
+	// command, as a shell takes it).
+	docDaemon      = "go run ./cmd/shaperd -config deploy/example.yaml"
+	docBenchDaemon = "SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY=1000 SHAPER_DOWNSTREAMS_PRINTER_ADMISSION_BURST=1000 SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_COST=5 " + docDaemon
 )
 
-// cliStep is one README command and what it must do.
+// cliStep is one documented command and what it must do.
 type cliStep struct {
 	name string
-	cmd  string // verbatim in README.md
-	// sub, if set, is a README command started before cmd that must end by
+	cmd  string // verbatim in cliDocPage
+	// sub, if set, is a documented command started before cmd that must end by
 	// itself once cmd has run (nats sub --count 1); its output goes to check.
 	sub   string
 	runs  int                                 // how often cmd runs in a row; 0 = once
@@ -60,7 +65,7 @@ func (r cliRun) String() string {
 	return fmt.Sprintf("exit %d\n-- stdout:\n%s\n-- stderr:\n%s", r.code, r.stdout, r.stderr)
 }
 
-// exampleSteps run against readmeDaemon, in order.
+// exampleSteps run against docDaemon, in order.
 var exampleSteps = []cliStep{
 	{name: "request accepted", cmd: `nats req shaper.jobs.printer '{"doc":1}' -H Shaper-Key:acme -s nats://127.0.0.1:4222`,
 		check: func(t *testing.T, e *cliEnv, r []cliRun) {
@@ -114,7 +119,7 @@ var exampleSteps = []cliStep{
 		check: checkDeadLetter},
 }
 
-// benchSteps run against readmeBenchDaemon, in order.
+// benchSteps run against docBenchDaemon, in order.
 var benchSteps = []cliStep{
 	{name: "bench service request", cmd: `nats bench service request shaper.jobs.printer --msgs 500 --clients 4 -H Shaper-Key:acme --no-progress -s nats://127.0.0.1:4222`,
 		check: checkBench},
@@ -198,34 +203,54 @@ func checkBench(t *testing.T, e *cliEnv, r []cliRun) {
 	e.waitBody(t, string(make([]byte, 128))) // natscli's payload: --size 128B of zero bytes
 }
 
-// TestNatsCLICommandsInREADME keeps the README and the commands this test
-// runs the same: each appears in README.md verbatim. It needs no natscli.
-func TestNatsCLICommandsInREADME(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+// TestNatsCLICommandsInDocs keeps the docs and the commands this test runs
+// the same: each appears in cliDocPage verbatim, and a nats command shown
+// anywhere in README.md or docs/ is one this test runs. It needs no natscli.
+func TestNatsCLICommandsInDocs(t *testing.T) {
+	page, err := os.ReadFile(cliDocPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"go install " + natscliModule + "@" + natscliVersion, readmeDaemon, readmeBenchDaemon}
+	want := []string{"go install " + natscliModule + "@" + natscliVersion, docDaemon, docBenchDaemon}
+	tested := map[string]bool{}
 	for _, s := range append(exampleSteps, benchSteps...) {
 		want = append(want, s.cmd)
+		tested[s.cmd] = true
 		if s.sub != "" {
 			want = append(want, s.sub)
+			tested[s.sub] = true
 		}
 	}
 	for _, cmd := range want {
-		if !bytes.Contains(readme, []byte(cmd)) {
-			t.Errorf("README.md lacks the command\n\t%s", cmd)
+		if !bytes.Contains(page, []byte(cmd)) {
+			t.Errorf("%s lacks the command\n\t%s", cliDocPage, cmd)
+		}
+	}
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range append(docs, "../README.md") {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			cmd := strings.TrimPrefix(strings.TrimSpace(line), "$ ")
+			if strings.HasPrefix(cmd, "nats ") && !tested[cmd] {
+				t.Errorf("%s:%d shows a nats command this test does not run:\n\t%s", path, i+1, cmd)
+			}
 		}
 	}
 }
 
-// TestNatsCLI runs the README's nats commands against the README's daemon.
+// TestNatsCLI runs the documented nats commands against the documented daemon.
 // The first run builds natscli (1 to 2 minutes, see natscliBinary); later
 // runs reuse it and take about 4 s, mostly the printer draining at 2/s.
 func TestNatsCLI(t *testing.T) {
 	bin := natscliBinary(t)
-	t.Run("example", func(t *testing.T) { runCLISteps(t, bin, readmeDaemon, exampleSteps) })
-	t.Run("bench", func(t *testing.T) { runCLISteps(t, bin, readmeBenchDaemon, benchSteps) })
+	t.Run("example", func(t *testing.T) { runCLISteps(t, bin, docDaemon, exampleSteps) })
+	t.Run("bench", func(t *testing.T) { runCLISteps(t, bin, docBenchDaemon, benchSteps) })
 }
 
 func runCLISteps(t *testing.T, bin, daemonCmd string, steps []cliStep) {
@@ -261,7 +286,7 @@ func runCLISteps(t *testing.T, bin, daemonCmd string, steps []cliStep) {
 	}
 }
 
-// cliEnv is a daemon started as the README starts it, its printer and the
+// cliEnv is a daemon started as the docs start it, its printer and the
 // nats CLI pointed at its server.
 type cliEnv struct {
 	in   *instance
@@ -272,12 +297,12 @@ type cliEnv struct {
 }
 
 // startExample runs deploy/example.yaml with the env of daemonCmd (the
-// README's daemon line) plus the test's server, admin port and printer.
+// documented daemon line) plus the test's server, admin port and printer.
 func startExample(t *testing.T, bin, daemonCmd string) *cliEnv {
 	t.Helper()
 	srv := runNATS(t)
 	ds := newDownstream(t)
-	env, _ := strings.CutSuffix(daemonCmd, readmeDaemon)
+	env, _ := strings.CutSuffix(daemonCmd, docDaemon)
 	for _, kv := range strings.Fields(env) {
 		k, v, _ := strings.Cut(kv, "=")
 		t.Setenv(k, v)
@@ -293,15 +318,15 @@ func startExample(t *testing.T, bin, daemonCmd string) *cliEnv {
 	return &cliEnv{in: in, ds: ds, bin: bin, url: srv.ClientURL(), home: t.TempDir()}
 }
 
-// command makes the exec.Cmd of a README command line: its words, with the
+// command makes the exec.Cmd of a documented command line: its words, with the
 // server flag pointed at the test's server, in an environment without the
 // user's natscli contexts or NATS_* settings.
 func (e *cliEnv) command(t *testing.T, ctx context.Context, line string) *exec.Cmd {
 	t.Helper()
-	if strings.Count(line, readmeServer) != 1 {
-		t.Fatalf("command does not end in %q: %s", readmeServer, line)
+	if strings.Count(line, docServer) != 1 {
+		t.Fatalf("command does not end in %q: %s", docServer, line)
 	}
-	words := shellWords(t, strings.Replace(line, readmeServer, "-s "+e.url, 1))
+	words := shellWords(t, strings.Replace(line, docServer, "-s "+e.url, 1))
 	if words[0] != "nats" {
 		t.Fatalf("not a nats command: %s", line)
 	}
@@ -316,7 +341,7 @@ func (e *cliEnv) command(t *testing.T, ctx context.Context, line string) *exec.C
 	return cmd
 }
 
-// run runs a README command to its end (within a minute).
+// run runs a documented command to its end (within a minute).
 func (e *cliEnv) run(t *testing.T, line string) cliRun {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -336,7 +361,7 @@ func (e *cliEnv) run(t *testing.T, line string) cliRun {
 	return r
 }
 
-// cliProc is a README command running in the background.
+// cliProc is a documented command running in the background.
 type cliProc struct {
 	line           string
 	cmd            *exec.Cmd
@@ -345,7 +370,7 @@ type cliProc struct {
 	done           chan error
 }
 
-// start starts a README command and waits until its stderr says ready.
+// start starts a documented command and waits until its stderr says ready.
 func (e *cliEnv) start(t *testing.T, line, ready string) *cliProc {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -459,9 +484,9 @@ func wantHeader(t *testing.T, r cliRun, header string) {
 	}
 }
 
-// shellWords splits a command line as a POSIX shell does for the README's
+// shellWords splits a command line as a POSIX shell does for the docs'
 // commands: words separated by spaces, single quotes kept literally. Other
-// shell syntax is refused, so a README command that needs it is noticed.
+// shell syntax is refused, so a documented command that needs it is noticed.
 func shellWords(t *testing.T, line string) []string {
 	t.Helper()
 	var words []string
@@ -564,7 +589,7 @@ func buildNatscli() (path, skip string, err error) {
 	case ctx.Err() != nil:
 		return "", "", fmt.Errorf("go install %s@%s: not done in 6 minutes:\n%s", natscliModule, natscliVersion, out)
 	case err != nil && fetchFailed(out):
-		return "", fmt.Sprintf("natscli %s cannot be fetched (offline?), so the README's nats commands are not run; "+
+		return "", fmt.Sprintf("natscli %s cannot be fetched (offline?), so the documented nats commands are not run; "+
 			"go install %s@%s said:\n%s", natscliVersion, natscliModule, natscliVersion, out), nil
 	case err != nil:
 		return "", "", fmt.Errorf("go install %s@%s: %v\n%s", natscliModule, natscliVersion, err, out)
