@@ -55,9 +55,8 @@ func TestBreakerDoublingCapped(t *testing.T) {
 	var b Breaker
 	b.Configure(BreakerSettings{Failures: 1, OpenFor: time.Second, MaxOpenFor: 3 * time.Second})
 	b.Finished(at(0), Answer{Try: try(at(0)), Class: Failed})
-	now := at(0)
 	for i, want := range []time.Duration{2 * time.Second, 3 * time.Second, 3 * time.Second} {
-		now = b.ProbeAt()
+		now := b.ProbeAt()
 		p := try(now)
 		b.Started(now, p)
 		b.Finished(now, Answer{Try: p, Class: Failed})
