@@ -9,22 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Header names of the job protocol (SPEC.md, "Subjects and the job
-// protocol"), in the canonical form shaperd reads them in.
-const (
-	HeaderKey         = "Shaper-Key" // the default; ingress.key_header may name another
-	HeaderMsgID       = "Nats-Msg-Id"
-	HeaderMaxWait     = "Shaper-Max-Wait"
-	HeaderCost        = "Shaper-Cost"
-	HeaderPriority    = "Shaper-Priority"
-	HeaderDelay       = "Shaper-Delay"
-	HeaderNotBefore   = "Shaper-Not-Before"
-	HeaderContentType = "Content-Type"
-	HeaderStatus      = "Shaper-Status"
-	HeaderReason      = "Shaper-Reason"
-	HeaderRetryAfter  = "Retry-After"
-)
-
 // Result is shaperd's answer to one job, parsed from the reply's headers
 // and JSON body. Where both carry a value (status, reason, Retry-After) the
 // header wins: headers are what the protocol guarantees.
