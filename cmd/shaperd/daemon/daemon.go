@@ -18,6 +18,7 @@ import (
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/dedupe"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
@@ -40,7 +41,7 @@ type Daemon struct {
 	metrics *daemonMetrics
 	jobs    *shaper.Metrics
 	deadMet *deadMetrics
-	dedupe  *dedupe
+	dedupe  *dedupe.Table[shaper.Receipt]
 	history *admin.History
 	replays *replays // dead-letter replayers
 
@@ -86,11 +87,11 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		metrics: newDaemonMetrics(opts.Registry),
 		jobs:    shaper.NewMetrics(opts.Registry),
 		deadMet: newDeadMetrics(opts.Registry),
-		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
-	d.dedupe.evictions = d.metrics.dedupeEvicted
+	d.dedupe = dedupe.New(dedupe.Settings{Window: cfg.Ingress.DedupeWindow, MaxIDs: maxDedupeIDs, OnEvict: d.metrics.dedupeEvicted.Inc},
+		func(rc shaper.Receipt) (string, bool) { return rc.JobID, rc.Accepted })
 	d.history = admin.NewHistory(opts.HistoryInterval, d.metrics.achievedRate)
 	d.replays = newReplays(opts.Registry, opts.Logger)
 	for name := range cfg.Downstreams { // every series exists from the start
