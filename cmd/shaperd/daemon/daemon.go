@@ -201,7 +201,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	cleanups = append(cleanups, func() error { return drainSubscription(sub, cfg.ShutdownGrace) })
+	cleanups = append(cleanups, func() error { return drainSubscription(nc, sub, cfg.ShutdownGrace) })
 
 	d.announce(cfg, url)
 	<-ctx.Done()
@@ -274,7 +274,6 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, 
 		nc:       nc,
 		log:      d.log,
 		newJobID: nuid.Next,
-		replies:  newReplyBuf(),
 	}
 	subject := cfg.Ingress.SubjectPrefix + ".>"
 	sub, err := nc.QueueSubscribe(subject, cfg.Ingress.QueueGroup, in.handle)
@@ -309,14 +308,29 @@ func (d *Daemon) known(name string) (string, bool) {
 }
 
 // drainSubscription stops intake: messages already delivered to the client
-// are still handled (and answered), then the subscription closes.
-func drainSubscription(sub *nats.Subscription, wait time.Duration) error {
-	if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+// are still handled (and answered), then the subscription closes. It waits
+// for that close (at most wait, and at least a second), or for nc to close,
+// which ends the subscription's handling too.
+func drainSubscription(nc *nats.Conn, sub *nats.Subscription, wait time.Duration) error {
+	// Listen before draining, so that no close is missed.
+	subClosed := sub.StatusChanged(nats.SubscriptionClosed)
+	connClosed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(connClosed)
+	if err := sub.Drain(); err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil
+		}
 		return fmt.Errorf("drain intake: %w", err)
 	}
-	deadline := time.Now().Add(max(wait, time.Second))
-	for sub.IsValid() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	if nc.IsClosed() { // closed before connClosed listened
+		return nil
+	}
+	t := time.NewTimer(max(wait, time.Second))
+	defer t.Stop()
+	select {
+	case <-subClosed:
+	case <-connClosed:
+	case <-t.C:
 	}
 	return nil
 }

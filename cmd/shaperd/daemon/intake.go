@@ -33,7 +33,6 @@ type intake struct {
 	nc       *nats.Conn
 	log      *slog.Logger
 	newJobID func() string
-	replies  *replyBuf
 }
 
 func (in *intake) handle(msg *nats.Msg) {
@@ -56,7 +55,7 @@ func (in *intake) handle(msg *nats.Msg) {
 }
 
 // answer replies to one submission. It may run concurrently with handle
-// (durable lanes), so it builds its reply in a pooled buffer, not in.replies.
+// (durable lanes), so it builds its reply in a pooled buffer.
 func (in *intake) answer(msg *nats.Msg, job *queue.Job, msgID string, now time.Time, rc shaper.Receipt) {
 	// Settle before anything else, rejections included: an unsettled id
 	// stays claimed, and every later copy of it (a producer's retry) would
