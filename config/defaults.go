@@ -83,7 +83,7 @@ const (
 
 // Queue backends.
 const (
-	BackendJetStream = "jetstream" // durable; the SPEC default
+	BackendJetStream = "jetstream" // durable; the default
 	BackendMemory    = "memory"
 )
 

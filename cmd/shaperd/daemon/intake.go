@@ -132,8 +132,8 @@ func (in *intake) reject(msg *nats.Msg, job *queue.Job, rej *rejection) {
 }
 
 // answerRejected replies to a requester, or dead-letters a plain publish's
-// rejection when its downstream is configured (SPEC.md: a requester was
-// told, so its rejections are only counted): stored, bounded, like any
+// rejection when its downstream is configured (a requester was told, so
+// its rejections are only counted): stored, bounded, like any
 // dead letter, by a worker that never makes intake wait.
 func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Reason, retryAfter time.Duration, err error) {
 	if msg.Reply != "" {

@@ -47,7 +47,7 @@ type intakeLimits struct {
 	maxPayload int
 }
 
-// rejection is an intake refusal with the reason SPEC.md names.
+// rejection is an intake refusal with its reason, one of the protocol's.
 type rejection struct {
 	reason     shaper.Reason
 	retryAfter time.Duration
