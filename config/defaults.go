@@ -1,33 +1,37 @@
 package config
 
 import (
-	"time"
-
+	"github.com/shaperd/shaper/limiter/natskv"
+	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/producer"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
 // Defaults returns the configuration used when no file is given: an
 // embedded NATS server, the admin API on loopback and no downstreams.
-// The values are SPEC.md's.
+// Where a package has a default of its own (the durable queue's stream
+// settings, the admission store's bucket, the shaper's and the sinks'
+// limits) the value is that package's constant, so each is written once.
 func Defaults() Config {
 	return Config{
 		NATS: NATS{
 			Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
 			JetStream: JetStream{
-				StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
-				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
-				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond,
+				StreamPrefix: jetstream.DefaultStreamPrefix, SubjectPrefix: jetstream.DefaultSubjectPrefix,
+				Replicas: 1, Storage: "file",
+				AckWait: jetstream.DefaultAckWait, PinnedTTL: jetstream.DefaultPinnedTTL,
+				AdmissionBucket: natskv.DefaultBucket, AdmissionTimeout: natskv.DefaultTimeout,
 				RatesBucket: "SHAPER_RATES",
 			},
 		},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{
-			SubjectPrefix: "shaper.jobs",
+			SubjectPrefix: producer.DefaultSubjectPrefix,
 			QueueGroup:    "shaper",
-			KeyHeader:     "Shaper-Key",
+			KeyHeader:     producer.DefaultKeyHeader,
 			MaxPayload:    1 << 20,
-			DedupeWindow:  2 * time.Minute,
+			DedupeWindow:  jetstream.DefaultDedupeWindow,
 		},
 		ShutdownGrace: shaper.DefaultShutdownGrace,
 	}
@@ -79,7 +83,7 @@ const (
 
 // Queue backends.
 const (
-	BackendJetStream = "jetstream" // durable; the SPEC default
+	BackendJetStream = "jetstream" // durable; the default
 	BackendMemory    = "memory"
 )
 

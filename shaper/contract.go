@@ -216,7 +216,7 @@ type HTTPSinkSpec struct {
 	Headers http.Header
 
 	// MaxIdleConnsPerHost bounds the idle keep-alive connections the sink
-	// keeps; 0 = 32. NewLaneSink raises it to the lane's concurrency.
+	// keeps; 0 = 32. sink.For raises 0 to the lane's concurrency when larger.
 	MaxIdleConnsPerHost int
 }
 

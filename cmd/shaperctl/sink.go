@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
 // sinkOptions are the parsed flags of sink.
@@ -115,7 +117,7 @@ func (s *sink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if fail {
-		w.Header().Set("Retry-After", strconv.Itoa(s.o.RetryAfter))
+		w.Header().Set(producer.HeaderRetryAfter, strconv.Itoa(s.o.RetryAfter))
 		http.Error(w, "sink: simulated overload (-fail-every)", http.StatusServiceUnavailable)
 		return
 	}
@@ -138,7 +140,7 @@ func (s *sink) record(r *http.Request, body []byte) bool {
 		answer = " -> 503"
 	}
 	fmt.Fprintf(s.out, "+%s %s %s job=%s attempt=%s %dB %s%s\n", formatSeconds(now.Sub(s.start)),
-		r.Method, r.URL.RequestURI(), dash(r.Header.Get("Shaper-Job-Id")), dash(r.Header.Get("Shaper-Attempt")),
+		r.Method, r.URL.RequestURI(), dash(r.Header.Get(producer.HeaderJobID)), dash(r.Header.Get(producer.HeaderAttempt)),
 		len(body), preview(body, bodyPreview), answer)
 	return fail
 }

@@ -16,7 +16,7 @@ const (
 	hdrJobID    = "Shaper-Job-Id"
 	hdrDeadline = "Shaper-Deadline" // unix nanoseconds; absent = none
 	hdrEnqueued = "Shaper-Enqueued" // unix nanoseconds
-	hdrMsgID    = "Nats-Msg-Id"
+	hdrMsgID    = nats.MsgIdHdr     // the producer's id: the stream dedupes on it
 )
 
 // encode builds the message that stores job on subject.

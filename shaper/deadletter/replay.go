@@ -13,12 +13,13 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
 // Headers of the job protocol a replay reads from a dead letter.
 const (
-	hdrJobID = "Shaper-Job-Id"
-	hdrCost  = "Shaper-Cost"
+	hdrJobID = producer.HeaderJobID
+	hdrCost  = producer.HeaderCost
 )
 
 // Waits of a replayer.

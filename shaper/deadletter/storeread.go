@@ -9,11 +9,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
 // Headers the store reads or strips.
 const (
-	hdrReason       = "Shaper-Reason"
+	hdrReason       = producer.HeaderReason
 	hdrMsgSize      = "Nats-Msg-Size"        // set by a headers-only consumer: the payload's size
 	hdrExpectStream = "Nats-Expected-Stream" // set by Put; not the producer's
 )

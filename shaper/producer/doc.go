@@ -1,5 +1,5 @@
 // Package producer provides a Go client for submitting jobs to shaperd over
-// NATS: the job protocol of SPEC.md ("Subjects and the job protocol") with
+// NATS: the job protocol (subjects, headers and replies) with
 // typed options for its headers, a typed Result for its replies, errors per
 // rejection reason, and a submit that waits out Retry-After.
 //

@@ -49,7 +49,7 @@ var (
 	ErrBadReply = errors.New("producer: reply is not a shaperd reply")
 )
 
-// Rejection reasons, the values of Result.Reason and Shaper-Reason (SPEC.md).
+// Rejection reasons, the values of Result.Reason and Shaper-Reason.
 const (
 	ReasonRateLimited       = "rate_limited"
 	ReasonQueueFull         = "queue_full"

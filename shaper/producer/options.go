@@ -55,20 +55,20 @@ func Header(name, value string) Option {
 }
 
 // Priority sets Shaper-Priority: 0 is the most urgent, up to the
-// downstream's queue.priorities − 1. Needs a shaperd that supports SPEC
-// "Priorities and delays"; an older one passes the header on to the
+// downstream's queue.priorities − 1. Needs a shaperd that supports
+// priorities and delays; an older one passes the header on to the
 // downstream and ignores it.
 func Priority(p int) Option { return setHeader(HeaderPriority, strconv.Itoa(p)) }
 
 // Delay sets Shaper-Delay to d as a Go duration: the job is accepted at once
 // and starts no earlier than d from now (at most queue.max_delay, default
 // 24h). Do not combine with NotBefore (bad_request). Needs a shaperd that
-// supports SPEC "Priorities and delays".
+// supports priorities and delays.
 func Delay(d time.Duration) Option { return setHeader(HeaderDelay, d.String()) }
 
 // NotBefore sets Shaper-Not-Before to t in RFC 3339: the job starts no
 // earlier than t. Do not combine with Delay (bad_request). Needs a shaperd
-// that supports SPEC "Priorities and delays".
+// that supports priorities and delays.
 func NotBefore(t time.Time) Option {
 	return setHeader(HeaderNotBefore, t.UTC().Format(time.RFC3339Nano))
 }

@@ -9,22 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// Header names of the job protocol (SPEC.md, "Subjects and the job
-// protocol"), in the canonical form shaperd reads them in.
-const (
-	HeaderKey         = "Shaper-Key" // the default; ingress.key_header may name another
-	HeaderMsgID       = "Nats-Msg-Id"
-	HeaderMaxWait     = "Shaper-Max-Wait"
-	HeaderCost        = "Shaper-Cost"
-	HeaderPriority    = "Shaper-Priority"
-	HeaderDelay       = "Shaper-Delay"
-	HeaderNotBefore   = "Shaper-Not-Before"
-	HeaderContentType = "Content-Type"
-	HeaderStatus      = "Shaper-Status"
-	HeaderReason      = "Shaper-Reason"
-	HeaderRetryAfter  = "Retry-After"
-)
-
 // Result is shaperd's answer to one job, parsed from the reply's headers
 // and JSON body. Where both carry a value (status, reason, Retry-After) the
 // header wins: headers are what the protocol guarantees.
@@ -40,8 +24,8 @@ type Result struct {
 	Position   int           // 1-based place in the queue when accepted; 0 for a duplicate
 	ETA        time.Duration // predicted wait until the job starts (milliseconds)
 	// NotBefore is the earliest start of a delayed job ("not_before"),
-	// zero otherwise. Needs a shaperd that supports SPEC "Priorities and
-	// delays".
+	// zero otherwise. Needs a shaperd that supports priorities and
+	// delays.
 	NotBefore  time.Time
 	Duplicate  bool          // a job with the same Nats-Msg-Id was already accepted
 	Reason     string        // when rejected: one of the Reason constants
@@ -49,7 +33,7 @@ type Result struct {
 	ErrorText  string        // when rejected: shaperd's explanation, for people
 }
 
-// replyBody is the JSON body of a reply (SPEC.md).
+// replyBody is the JSON body of a reply, accepted or rejected.
 type replyBody struct {
 	Status            string  `json:"status"`
 	Downstream        string  `json:"downstream"`

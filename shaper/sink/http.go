@@ -94,8 +94,8 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback
 	for k, vs := range s.spec.Headers {
 		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 	}
-	if ct := job.Header.Get("Content-Type"); ct != "" && req.Header.Get("Content-Type") == "" {
-		req.Header.Set("Content-Type", ct)
+	if ct := job.Header.Get(hdrContentType); ct != "" && req.Header.Get(hdrContentType) == "" {
+		req.Header.Set(hdrContentType, ct)
 	}
 	req.Header.Set(hdrJobID, job.ID)
 	req.Header.Set(hdrAttempt, strconv.Itoa(job.Attempt))
@@ -114,7 +114,7 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback
 	now := s.now()
 	var fb shaper.Feedback
 	fb.Quota, fb.Malformed = readQuota(resp.Header, now)
-	wait, ok, present := retryAfter(resp.Header.Values("Retry-After"), now)
+	wait, ok, present := retryAfter(resp.Header.Values(hdrRetryAfter), now)
 	if present && !ok {
 		fb.Malformed++
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
 // NATSSink delivers jobs to a NATS subject, by publish or by request.
@@ -88,21 +89,25 @@ func DeadLetterMsg(dl shaper.DeadLetter) *nats.Msg {
 	if dl.Job.ID != "" {
 		m.Header.Set(hdrJobID, dl.Job.ID)
 	}
-	m.Header.Set("Shaper-Downstream", dl.Job.Downstream)
+	m.Header.Set(hdrDownstream, dl.Job.Downstream)
 	if dl.Job.Attempt > 0 {
 		m.Header.Set(hdrAttempt, strconv.Itoa(dl.Job.Attempt))
 	}
 	return m
 }
 
-// Headers the sinks add (SPEC.md "Delivery to a downstream").
+// Headers the sinks add to a delivery and a dead letter; the names are the
+// job protocol's, written in the producer package.
 const (
-	hdrJobID     = "Shaper-Job-Id"
-	hdrAttempt   = "Shaper-Attempt"
-	hdrIdemKey   = "Idempotency-Key"
-	hdrReason    = "Shaper-Reason"
-	hdrError     = "Shaper-Error"
-	maxErrHeader = 1024 // bytes of a dead letter's Shaper-Error
+	hdrJobID       = producer.HeaderJobID
+	hdrAttempt     = producer.HeaderAttempt
+	hdrIdemKey     = producer.HeaderIdempotencyKey
+	hdrReason      = producer.HeaderReason
+	hdrError       = producer.HeaderError
+	hdrDownstream  = producer.HeaderDownstream
+	hdrRetryAfter  = producer.HeaderRetryAfter
+	hdrContentType = producer.HeaderContentType
+	maxErrHeader   = 1024 // bytes of a dead letter's Shaper-Error
 )
 
 // truncate cuts s to n bytes, marking the cut.

@@ -18,6 +18,7 @@ import (
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
+	"github.com/shaperd/shaper/shaper/dedupe"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
@@ -40,7 +41,7 @@ type Daemon struct {
 	metrics *daemonMetrics
 	jobs    *shaper.Metrics
 	deadMet *deadletter.Metrics
-	dedupe  *dedupe
+	dedupe  *dedupe.Table[shaper.Receipt]
 	history *admin.History
 	replays *deadletter.Replays // dead-letter replayers
 
@@ -86,11 +87,11 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		metrics: newDaemonMetrics(opts.Registry),
 		jobs:    shaper.NewMetrics(opts.Registry),
 		deadMet: deadletter.NewMetrics(opts.Registry),
-		dedupe:  newDedupe(cfg.Ingress.DedupeWindow, maxDedupeIDs),
 		cfg:     cfg,
 		ready:   make(chan struct{}),
 	}
-	d.dedupe.evictions = d.metrics.dedupeEvicted
+	d.dedupe = dedupe.New(dedupe.Settings{Window: cfg.Ingress.DedupeWindow, MaxIDs: maxDedupeIDs, OnEvict: d.metrics.dedupeEvicted.Inc},
+		func(rc shaper.Receipt) (string, bool) { return rc.JobID, rc.Accepted })
 	d.history = admin.NewHistory(opts.HistoryInterval, d.metrics.achievedRate)
 	d.replays = deadletter.NewReplays(d.deadMet, opts.Logger)
 	for name := range cfg.Downstreams { // every series exists from the start
@@ -200,7 +201,7 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	cleanups = append(cleanups, func() error { return drainSubscription(sub, cfg.ShutdownGrace) })
+	cleanups = append(cleanups, func() error { return drainSubscription(nc, sub, cfg.ShutdownGrace) })
 
 	d.announce(cfg, url)
 	<-ctx.Done()
@@ -273,7 +274,6 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, 
 		nc:       nc,
 		log:      d.log,
 		newJobID: nuid.Next,
-		replies:  newReplyBuf(),
 	}
 	subject := cfg.Ingress.SubjectPrefix + ".>"
 	sub, err := nc.QueueSubscribe(subject, cfg.Ingress.QueueGroup, in.handle)
@@ -308,14 +308,29 @@ func (d *Daemon) known(name string) (string, bool) {
 }
 
 // drainSubscription stops intake: messages already delivered to the client
-// are still handled (and answered), then the subscription closes.
-func drainSubscription(sub *nats.Subscription, wait time.Duration) error {
-	if err := sub.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+// are still handled (and answered), then the subscription closes. It waits
+// for that close (at most wait, and at least a second), or for nc to close,
+// which ends the subscription's handling too.
+func drainSubscription(nc *nats.Conn, sub *nats.Subscription, wait time.Duration) error {
+	// Listen before draining, so that no close is missed.
+	subClosed := sub.StatusChanged(nats.SubscriptionClosed)
+	connClosed := nc.StatusChanged(nats.CLOSED)
+	defer nc.RemoveStatusListener(connClosed)
+	if err := sub.Drain(); err != nil {
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return nil
+		}
 		return fmt.Errorf("drain intake: %w", err)
 	}
-	deadline := time.Now().Add(max(wait, time.Second))
-	for sub.IsValid() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
+	if nc.IsClosed() { // closed before connClosed listened
+		return nil
+	}
+	t := time.NewTimer(max(wait, time.Second))
+	defer t.Stop()
+	select {
+	case <-subClosed:
+	case <-connClosed:
+	case <-t.C:
 	}
 	return nil
 }

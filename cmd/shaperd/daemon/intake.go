@@ -12,7 +12,12 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
+	"github.com/shaperd/shaper/shaper/dedupe"
 )
+
+// maxWaitingRetry is the Retry-After of a copy refused because
+// dedupe.MaxWaiting copies wait already.
+const maxWaitingRetry = time.Second
 
 // intake turns intake messages into submissions and answers producers.
 // Answers may come from other goroutines than handle's (a durable store's,
@@ -23,13 +28,12 @@ type intake struct {
 	shaper   *shaper.Shaper
 	jobs     *shaper.Metrics
 	metrics  *daemonMetrics
-	dedupe   *dedupe
+	dedupe   *dedupe.Table[shaper.Receipt]
 	known    func(downstream string) (deadLetter string, ok bool) // configured downstreams
 	dead     *deadletter.Rejected                                 // stores rejected plain publishes' dead letters
 	nc       *nats.Conn
 	log      *slog.Logger
 	newJobID func() string
-	replies  *replyBuf
 }
 
 func (in *intake) handle(msg *nats.Msg) {
@@ -52,13 +56,13 @@ func (in *intake) handle(msg *nats.Msg) {
 }
 
 // answer replies to one submission. It may run concurrently with handle
-// (durable lanes), so it builds its reply in a pooled buffer, not in.replies.
+// (durable lanes), so it builds its reply in a pooled buffer.
 func (in *intake) answer(msg *nats.Msg, job *queue.Job, msgID string, now time.Time, rc shaper.Receipt) {
 	// Settle before anything else, rejections included: an unsettled id
 	// stays claimed, and every later copy of it (a producer's retry) would
 	// wait for an answer that never comes.
 	if msgID != "" {
-		in.dedupe.settle(now, msgID, rc)
+		in.dedupe.Settle(now, msgID, rc)
 	}
 	if !rc.Accepted {
 		in.answerRejected(msg, job, rc.Reason, rc.RetryAfter, rc.Err)
@@ -79,15 +83,15 @@ func (in *intake) answer(msg *nats.Msg, job *queue.Job, msgID string, now time.T
 // into the shaper: a duplicate of an accepted job is answered here, and a
 // copy of one on its way gets that copy's answer when it comes.
 func (in *intake) claim(now time.Time, msg *nats.Msg, job *queue.Job, msgID string) bool {
-	jobID, c := in.dedupe.claim(now, msgID, func(rc shaper.Receipt) { in.answerCopy(msg, job, rc) })
+	jobID, c := in.dedupe.Claim(now, msgID, func(rc shaper.Receipt) { in.answerCopy(msg, job, rc) })
 	switch c {
-	case claimDuplicate:
+	case dedupe.Duplicate:
 		in.answerCopy(msg, job, shaper.Receipt{Accepted: true, JobID: jobID, Downstream: job.Downstream})
-	case claimBusy:
+	case dedupe.Busy:
 		in.reject(msg, job, &rejection{reason: shaper.ReasonUnavailable, retryAfter: maxWaitingRetry,
-			err: fmt.Errorf("%d copies of message ids are already waiting for their first copy's answer", maxWaiting)})
+			err: fmt.Errorf("%d copies of message ids are already waiting for their first copy's answer", dedupe.MaxWaiting)})
 	}
-	return c == claimFirst
+	return c == dedupe.First
 }
 
 // answerCopy answers a copy of an accepted job as a duplicate (counted in
@@ -129,8 +133,8 @@ func (in *intake) reject(msg *nats.Msg, job *queue.Job, rej *rejection) {
 }
 
 // answerRejected replies to a requester, or dead-letters a plain publish's
-// rejection when its downstream is configured (SPEC.md: a requester was
-// told, so its rejections are only counted): stored, bounded, like any
+// rejection when its downstream is configured (a requester was told, so
+// its rejections are only counted): stored, bounded, like any
 // dead letter, by a worker that never makes intake wait.
 func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Reason, retryAfter time.Duration, err error) {
 	if msg.Reply != "" {

@@ -50,7 +50,7 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 	d.view.Store(newView(next))
 	d.deadMet.Labels(downstreamChanges(d.cfg, next))
 	d.ensureDead(next)
-	d.dedupe.setWindow(next.Ingress.DedupeWindow)
+	d.dedupe.SetWindow(next.Ingress.DedupeWindow)
 	d.cfg = next
 	return nil
 }

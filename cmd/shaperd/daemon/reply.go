@@ -11,8 +11,9 @@ import (
 	"github.com/shaperd/shaper/shaper"
 )
 
-// rejectedBody is the JSON body of a rejection (SPEC.md, "Subjects and the
-// job protocol"). Accepted replies are built by replyBuf.
+// rejectedBody is the JSON body of a rejection: status, reason and, where
+// they apply, retry_after_seconds and error. Accepted replies are built by
+// replyBuf.
 type rejectedBody struct {
 	Status            string `json:"status"`
 	Reason            string `json:"reason"`

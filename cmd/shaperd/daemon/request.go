@@ -11,20 +11,21 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
-// Header names of the job protocol (SPEC.md, "Subjects and the job protocol").
+// Short names for the job protocol's headers the daemon reads and writes;
+// the names themselves are the producer package's.
 const (
-	hdrMaxWait = "Shaper-Max-Wait"
-	hdrCost    = "Shaper-Cost"
-	hdrMsgID   = "Nats-Msg-Id"
-	hdrStatus  = "Shaper-Status"
-	hdrReason  = "Shaper-Reason"
-	hdrError   = "Shaper-Error"
-	hdrRetry   = "Retry-After"
-	hdrJobID   = "Shaper-Job-Id"
-	hdrAttempt = "Shaper-Attempt"
-	hdrIdemKey = "Idempotency-Key"
+	hdrMaxWait = producer.HeaderMaxWait
+	hdrCost    = producer.HeaderCost
+	hdrMsgID   = producer.HeaderMsgID
+	hdrStatus  = producer.HeaderStatus
+	hdrReason  = producer.HeaderReason
+	hdrError   = producer.HeaderError
+	hdrRetry   = producer.HeaderRetryAfter
+	hdrJobID   = producer.HeaderJobID
+	hdrAttempt = producer.HeaderAttempt
 )
 
 // Bounds on producer-controlled header values. A value past a bound is a
@@ -46,7 +47,7 @@ type intakeLimits struct {
 	maxPayload int
 }
 
-// rejection is an intake refusal with the reason SPEC.md names.
+// rejection is an intake refusal with its reason, one of the protocol's.
 type rejection struct {
 	reason     shaper.Reason
 	retryAfter time.Duration

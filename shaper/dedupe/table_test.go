@@ -1,4 +1,4 @@
-package daemon
+package dedupe
 
 import (
 	"fmt"
@@ -8,20 +8,25 @@ import (
 	"github.com/shaperd/shaper/shaper"
 )
 
+// newTable is a table of receipts, as intake keeps.
+func newTable(window time.Duration, maxIDs int) *Table[shaper.Receipt] {
+	return New(Settings{Window: window, MaxIDs: maxIDs}, func(rc shaper.Receipt) (string, bool) { return rc.JobID, rc.Accepted })
+}
+
 // accept claims id and settles it as accepted with job, as intake does.
-func accept(d *dedupe, now time.Time, id, job string) {
-	if _, c := d.claim(now, id, nil); c == claimFirst {
-		d.settle(now, id, shaper.Receipt{Accepted: true, JobID: job})
+func accept(d *Table[shaper.Receipt], now time.Time, id, job string) {
+	if _, c := d.Claim(now, id, nil); c == First {
+		d.Settle(now, id, shaper.Receipt{Accepted: true, JobID: job})
 	}
 }
 
 // lookup is claim for an id already settled: its job id, if accepted.
-func lookup(d *dedupe, now time.Time, id string) (string, bool) {
-	jobID, c := d.claim(now, id, nil)
-	if c == claimFirst {
-		d.settle(now, id, shaper.Receipt{}) // a rejection: nothing remembered
+func lookup(d *Table[shaper.Receipt], now time.Time, id string) (string, bool) {
+	jobID, c := d.Claim(now, id, nil)
+	if c == First {
+		d.Settle(now, id, shaper.Receipt{}) // a rejection: nothing remembered
 	}
-	return jobID, c == claimDuplicate
+	return jobID, c == Duplicate
 }
 
 // TestDedupeClaim: copies of an id on its way wait for the first copy's
@@ -29,47 +34,47 @@ func lookup(d *dedupe, now time.Time, id string) (string, bool) {
 // remembered, so the next copy goes through.
 func TestDedupeClaim(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	d := newDedupe(2*time.Minute, 100)
-	if _, c := d.claim(t0, "a", nil); c != claimFirst {
-		t.Fatalf("first claim = %v, want claimFirst", c)
+	d := newTable(2*time.Minute, 100)
+	if _, c := d.Claim(t0, "a", nil); c != First {
+		t.Fatalf("first claim = %v, want First", c)
 	}
 	var got []shaper.Receipt
 	for range 3 {
-		if _, c := d.claim(t0, "a", func(rc shaper.Receipt) { got = append(got, rc) }); c != claimWaiting {
-			t.Fatalf("copy's claim = %v, want claimWaiting", c)
+		if _, c := d.Claim(t0, "a", func(rc shaper.Receipt) { got = append(got, rc) }); c != Waiting {
+			t.Fatalf("copy's claim = %v, want Waiting", c)
 		}
 	}
 	rejected := shaper.Receipt{Reason: shaper.ReasonQueueFull, RetryAfter: time.Second}
-	d.settle(t0, "a", rejected)
+	d.Settle(t0, "a", rejected)
 	if len(got) != 3 || got[0] != rejected || d.waiting != 0 {
 		t.Fatalf("copies got %+v (waiting %d), want the first copy's rejection 3 times", got, d.waiting)
 	}
-	if _, c := d.claim(t0, "a", nil); c != claimFirst {
-		t.Fatalf("claim after a rejection = %v, want claimFirst", c)
+	if _, c := d.Claim(t0, "a", nil); c != First {
+		t.Fatalf("claim after a rejection = %v, want First", c)
 	}
 	got = nil
-	d.claim(t0, "a", func(rc shaper.Receipt) { got = append(got, rc) })
-	d.settle(t0, "a", shaper.Receipt{Accepted: true, JobID: "job-a"})
+	d.Claim(t0, "a", func(rc shaper.Receipt) { got = append(got, rc) })
+	d.Settle(t0, "a", shaper.Receipt{Accepted: true, JobID: "job-a"})
 	if len(got) != 1 || got[0].JobID != "job-a" {
 		t.Fatalf("copy got %+v, want the accepted job-a", got)
 	}
-	if id, c := d.claim(t0.Add(time.Minute), "a", nil); c != claimDuplicate || id != "job-a" {
-		t.Fatalf("claim after acceptance = %q %v, want job-a claimDuplicate", id, c)
+	if id, c := d.Claim(t0.Add(time.Minute), "a", nil); c != Duplicate || id != "job-a" {
+		t.Fatalf("claim after acceptance = %q %v, want job-a Duplicate", id, c)
 	}
 }
 
-// TestDedupeWaitingBounded: past maxWaiting copies a copy is refused.
+// TestDedupeWaitingBounded: past MaxWaiting copies a copy is refused.
 func TestDedupeWaitingBounded(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	d := newDedupe(time.Minute, 10)
-	d.claim(t0, "a", nil)
-	for range maxWaiting {
-		d.claim(t0, "a", func(shaper.Receipt) {})
+	d := newTable(time.Minute, 10)
+	d.Claim(t0, "a", nil)
+	for range MaxWaiting {
+		d.Claim(t0, "a", func(shaper.Receipt) {})
 	}
-	if _, c := d.claim(t0, "a", func(shaper.Receipt) {}); c != claimBusy {
-		t.Fatalf("claim past maxWaiting = %v, want claimBusy", c)
+	if _, c := d.Claim(t0, "a", func(shaper.Receipt) {}); c != Busy {
+		t.Fatalf("claim past MaxWaiting = %v, want Busy", c)
 	}
-	d.settle(t0, "a", shaper.Receipt{})
+	d.Settle(t0, "a", shaper.Receipt{})
 	if d.waiting != 0 || len(d.pending) != 0 {
 		t.Fatalf("after settle: waiting %d, pending %d", d.waiting, len(d.pending))
 	}
@@ -77,7 +82,7 @@ func TestDedupeWaitingBounded(t *testing.T) {
 
 func TestDedupeWindow(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	d := newDedupe(2*time.Minute, 100)
+	d := newTable(2*time.Minute, 100)
 	accept(d, t0, "a", "job-a")
 	if id, ok := lookup(d, t0.Add(time.Minute), "a"); !ok || id != "job-a" {
 		t.Fatalf("lookup within window = %q, %v", id, ok)
@@ -96,12 +101,14 @@ func TestDedupeWindow(t *testing.T) {
 
 func TestDedupeCapEvictsOldest(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	d := newDedupe(time.Hour, 3)
+	d := newTable(time.Hour, 3)
+	hooked := 0
+	d.onEvict = func() { hooked++ }
 	for i := range 5 {
 		accept(d, t0, fmt.Sprint(i), fmt.Sprint("job-", i))
 	}
-	if d.len() != 3 || d.evicted != 2 {
-		t.Fatalf("len %d evicted %d, want 3 and 2", d.len(), d.evicted)
+	if d.len() != 3 || d.evicted != 2 || hooked != 2 {
+		t.Fatalf("len %d evicted %d (OnEvict called %d times), want 3 and 2 (2)", d.len(), d.evicted, hooked)
 	}
 	for i, want := range []bool{false, false, true, true, true} {
 		if _, ok := lookup(d, t0, fmt.Sprint(i)); ok != want {
@@ -113,7 +120,7 @@ func TestDedupeCapEvictsOldest(t *testing.T) {
 // Memory follows live ids: a long run of expiring ids keeps the FIFO compact.
 func TestDedupeCompacts(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	d := newDedupe(time.Second, 1<<20)
+	d := newTable(time.Second, 1<<20)
 	for i := range 100000 {
 		accept(d, t0.Add(time.Duration(i)*time.Millisecond), fmt.Sprint(i), "j")
 	}
@@ -123,7 +130,7 @@ func TestDedupeCompacts(t *testing.T) {
 }
 
 func TestDedupeZeroWindowRemembersNothing(t *testing.T) {
-	d := newDedupe(0, 10)
+	d := newTable(0, 10)
 	accept(d, time.Now(), "a", "j")
 	if d.len() != 0 {
 		t.Error("window 0 should disable dedupe")
@@ -131,7 +138,7 @@ func TestDedupeZeroWindowRemembersNothing(t *testing.T) {
 }
 
 // len returns the number of ids held.
-func (d *dedupe) len() int {
+func (d *Table[A]) len() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.byID)

@@ -1,0 +1,35 @@
+package producer
+
+import "github.com/nats-io/nats.go"
+
+// Header names of the job protocol, in the canonical form shaperd reads and
+// writes them in. This is the one place the protocol's names are written:
+// shaperd, its sinks, its configuration defaults and shaperctl use these
+// constants.
+const (
+	// A producer sends these with a job.
+	HeaderKey         = "Shaper-Key" // the admission key; the default name, ingress.key_header may name another
+	HeaderMsgID       = nats.MsgIdHdr
+	HeaderMaxWait     = "Shaper-Max-Wait"
+	HeaderCost        = "Shaper-Cost"
+	HeaderPriority    = "Shaper-Priority"
+	HeaderDelay       = "Shaper-Delay"
+	HeaderNotBefore   = "Shaper-Not-Before"
+	HeaderContentType = "Content-Type" // the one producer header passed on to an HTTP downstream
+
+	// shaperd's reply to a job carries these. A downstream's 429 or 503
+	// may carry HeaderRetryAfter too.
+	HeaderStatus     = "Shaper-Status"
+	HeaderReason     = "Shaper-Reason" // also on a dead letter: why the job was given up
+	HeaderRetryAfter = "Retry-After"
+
+	// shaperd adds these to every delivery to a downstream.
+	HeaderJobID          = "Shaper-Job-Id"
+	HeaderAttempt        = "Shaper-Attempt"
+	HeaderIdempotencyKey = "Idempotency-Key" // the job ID, the same on every try
+
+	// A dead letter carries these besides HeaderReason, HeaderJobID and
+	// HeaderAttempt.
+	HeaderError      = "Shaper-Error"
+	HeaderDownstream = "Shaper-Downstream"
+)
