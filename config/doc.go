@@ -2,8 +2,8 @@
 // validated Config, and converts it into shaper.Settings. It is the only
 // package that imports viper.
 //
-// Keys, defaults and the file format are SPEC.md's ("Config"). Choices the
-// SPEC leaves open:
+// Keys, defaults and the file format are those of docs/configuration.md.
+// Choices worth knowing:
 //
 //   - Rates are N/s, N/m or N/h with N a plain decimal (0.5/s); a bare
 //     number is an error, since its unit would be a guess.

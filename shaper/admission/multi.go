@@ -11,7 +11,7 @@ import (
 	"github.com/shaperd/shaper/limiter"
 )
 
-// Several limits at once (Settings.Limits, README "Several limits at
+// Several limits at once (Settings.Limits, docs/policies.md "Several limits at
 // once"): a rule of up to maxLimits limits, say 10/s and 10 000/day. A job
 // is admitted only if every limit admits it. Every limit is asked, even
 // after one rejected, so that the rejection's Retry-After is honest: the

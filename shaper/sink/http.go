@@ -27,7 +27,7 @@ const (
 	maxErrBody       = 200      // response bytes quoted in an error
 )
 
-// HTTPSink delivers jobs as HTTP requests (SPEC "Delivery to a downstream"):
+// HTTPSink delivers jobs as HTTP requests (docs/protocol.md "Delivery to a downstream"):
 // the payload is the body; the configured headers are sent, then
 // Shaper-Job-Id, Shaper-Attempt and Idempotency-Key (the job ID, the same on
 // every try). Of the producer's headers only Content-Type is passed on: the

@@ -10,8 +10,8 @@ import (
 	"github.com/shaperd/shaper/shaper"
 )
 
-// A downstream's rate-limit headers (SPEC "Learning the downstream's
-// limit"), read on every answer:
+// A downstream's rate-limit headers (docs/policies.md "Learning the
+// downstream's limit"), read on every answer:
 //
 //   - IETF draft-ietf-httpapi-ratelimit-headers, structured fields (RFC
 //     8941 lists): RateLimit-Policy: "name";q=100;w=60 (q tries per w

@@ -11,8 +11,7 @@ import (
 	"github.com/shaperd/shaper/shaper"
 )
 
-// DeadLetters is what the dead-letter routes read and control (SPEC.md
-// "Dead letters are kept"): the daemon's dead-letter store and its paced
+// DeadLetters is what the dead-letter routes read and control (docs/dead-letters.md): the daemon's dead-letter store and its paced
 // replayers. Its methods are called from HTTP handlers concurrently, with
 // the request's context. An unknown downstream is an error wrapping
 // shaper.ErrUnknownDownstream and an unknown seq one wrapping
@@ -79,7 +78,7 @@ const (
 	maxDeadLimit     = 10000
 )
 
-// deadReasons are the reasons a dead letter can carry (SPEC.md), for the
+// deadReasons are the reasons a dead letter can carry (docs/dead-letters.md), for the
 // reason filters.
 var deadReasons = []shaper.Reason{shaper.ReasonFailed, shaper.ReasonExpired, shaper.ReasonShutdown,
 	shaper.ReasonRateLimited, shaper.ReasonQueueFull, shaper.ReasonUnknownDownstream,
