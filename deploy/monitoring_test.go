@@ -140,7 +140,7 @@ type panel struct {
 // plain PromQL.
 var grafanaVars = strings.NewReplacer(
 	"$__rate_interval", "5m", "$__interval", "1m", "$__range", "1h",
-	"${downstream}", ".*", "$downstream", ".*",
+	"${downstream}", ".*", "$downstream", ".*", "${job}", ".*", "$job", ".*",
 )
 
 var labelValuesRE = regexp.MustCompile(`^label_values\((\w+),\s*(\w+)\)$`)
@@ -227,10 +227,29 @@ func referenced(m map[string][]selector) map[string]bool {
 	return names
 }
 
+// unscopedRuntime returns, for every selector of a go_* or process_* series
+// that has no job matcher, where it is: every Go service exports those
+// names, so a query must pick shaperd's scrape job.
+func unscopedRuntime(m map[string][]selector) []string {
+	var out []string
+	for _, where := range keysOf(m) {
+		for _, s := range m[where] {
+			if runtimeFamily(s.name) && !slices.ContainsFunc(s.matchers, func(l *labels.Matcher) bool { return l.Name == "job" }) {
+				out = append(out, where+": "+s.name)
+			}
+		}
+	}
+	return out
+}
+
 // TestAlertRules parses the rules without a daemon; which metrics they may
 // use is TestMonitoringMatchesDaemon's job.
 func TestAlertRules(t *testing.T) {
-	names := referenced(alertSelectors(t))
+	alerts := alertSelectors(t)
+	for _, u := range unscopedRuntime(alerts) {
+		t.Errorf("%s: %s: select the scrape job (job=\"shaperd\"), every Go service has this series", alertsPath, u)
+	}
+	names := referenced(alerts)
 	// The situations an operator must hear about (docs/operating.md, "Alerts").
 	for _, m := range []string{
 		"shaper_queue_depth", "shaper_queue_capacity", // queue near full
@@ -244,6 +263,8 @@ func TestAlertRules(t *testing.T) {
 		"shaper_dead_letter_store_errors_total", // the store refuses them
 		"shaper_breaker_open",                   // a breaker holding jobs for long
 		"shaper_dead_letters_lost_total",        // dead letters lost
+		"process_start_time_seconds",            // a restart loop
+		"process_resident_memory_bytes",         // memory growing (a leak)
 	} {
 		if !names[m] {
 			t.Errorf("%s: no alert uses %s", alertsPath, m)
@@ -254,7 +275,11 @@ func TestAlertRules(t *testing.T) {
 // TestDashboard checks the dashboard without a daemon; a panel may read a
 // metric through a recording rule.
 func TestDashboard(t *testing.T) {
-	names := reads(recordingRules(t), dashboardSelectors(t))
+	panels := dashboardSelectors(t)
+	for _, u := range unscopedRuntime(panels) {
+		t.Errorf("%s: %s: select the scrape job (job=~\"$job\"), every Go service has this series", dashboardPath, u)
+	}
+	names := reads(recordingRules(t), panels)
 	for _, m := range []string{
 		"shaper_queue_depth", "shaper_queue_capacity", "shaper_drain_rate_per_second",
 		"shaper_jobs_started_total", "shaper_jobs_accepted_total", "shaper_jobs_rejected_total",
@@ -263,6 +288,9 @@ func TestDashboard(t *testing.T) {
 		"shaper_downstream_paused", "shaper_nats_connected", "shaper_config_reload_failures_total",
 		"shaper_dead_letters", "shaper_dead_letters_replayed_total", "shaper_dead_letters_discarded_total",
 		"shaper_breaker_open", "shaper_breaker_trips_total",
+		// The Process row: restarts, memory, heap, goroutines, descriptors.
+		"process_start_time_seconds", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes",
+		"go_goroutines", "process_open_fds", "process_max_fds",
 	} {
 		if !names[m] {
 			t.Errorf("%s: no panel shows %s", dashboardPath, m)

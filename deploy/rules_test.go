@@ -167,6 +167,17 @@ var shownWithoutPanel = map[string]string{
 	"promhttp_metric_handler_errors_total": "a failed scrape shows as up == 0",
 }
 
+// runtimeFamily tells the Go runtime's and the process's families
+// (client_golang's Go and process collectors) from the daemon's own. Only
+// the few the Process row and the restart and memory alerts read need a
+// panel (TestDashboard and TestAlertRules name them); the other thirty-odd
+// (GC pauses, memstats, threads, CPU, virtual memory, network bytes) are
+// the standard set that every Go service exports and generic Go runtime
+// dashboards read.
+func runtimeFamily(name string) bool {
+	return strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_")
+}
+
 // reads returns the series names the selectors read, directly or through
 // the recording rules they use.
 func reads(rec map[string]recorded, uses ...map[string][]selector) map[string]bool {
@@ -193,7 +204,7 @@ func unshown(mfs []*dto.MetricFamily, rec map[string]recorded, uses ...map[strin
 	var out []string
 	for _, mf := range mfs {
 		n := mf.GetName()
-		if read[n] || read[n+"_bucket"] || read[n+"_sum"] || read[n+"_count"] || shownWithoutPanel[n] != "" {
+		if read[n] || read[n+"_bucket"] || read[n+"_sum"] || read[n+"_count"] || shownWithoutPanel[n] != "" || runtimeFamily(n) {
 			continue
 		}
 		out = append(out, n)

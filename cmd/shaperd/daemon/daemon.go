@@ -28,7 +28,7 @@ const maxDedupeIDs = 1 << 20
 // Options are the daemon's dependencies. The zero value is usable.
 type Options struct {
 	Logger   *slog.Logger         // nil: slog.Default()
-	Registry *prometheus.Registry // nil: a fresh registry (never the global one)
+	Registry *prometheus.Registry // nil: a fresh registry with the go_* and process_* series (never the global one)
 	// HistoryInterval is how often the status page's history samples the
 	// downstreams; 0: admin.DefaultHistoryInterval (2s). Tests shorten it.
 	HistoryInterval time.Duration
@@ -79,7 +79,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Registry == nil {
-		opts.Registry = prometheus.NewRegistry()
+		opts.Registry = newRegistry()
 	}
 	d := &Daemon{
 		log:     opts.Logger,
