@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
@@ -47,7 +48,7 @@ func DefaultDownstream() Downstream {
 			MaxBackoff: shaper.DefaultMaxBackoff},
 		DeadLetters: DeadLetters{MaxAge: shaper.DefaultDeadLetterMaxAge, MaxCount: shaper.DefaultDeadLetterMaxCount},
 		RateControl: RateFixed,
-		Breaker:     Breaker{OpenFor: shaper.DefaultBreakerOpenFor, MaxOpenFor: shaper.DefaultBreakerMaxOpenFor},
+		Breaker:     Breaker{OpenFor: policy.DefaultBreakerOpenFor, MaxOpenFor: policy.DefaultBreakerMaxOpenFor},
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
+	"github.com/shaperd/shaper/shaper/metrics"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
@@ -38,7 +39,7 @@ type Daemon struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	metrics *daemonMetrics
-	jobs    *shaper.Metrics
+	jobs    *metrics.Metrics
 	deadMet *deadletter.Metrics
 	dedupe  *dedupe
 	history *admin.History

@@ -12,6 +12,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
+	"github.com/shaperd/shaper/shaper/metrics"
 )
 
 // intake turns intake messages into submissions and answers producers.
@@ -21,7 +22,7 @@ import (
 type intake struct {
 	limits   func() intakeLimits
 	shaper   *shaper.Shaper
-	jobs     *shaper.Metrics
+	jobs     *metrics.Metrics
 	metrics  *daemonMetrics
 	dedupe   *dedupe
 	known    func(downstream string) (deadLetter string, ok bool) // configured downstreams
@@ -121,7 +122,7 @@ func (in *intake) reject(msg *nats.Msg, job *queue.Job, rej *rejection) {
 		}
 	}
 	in.jobs.Received(label)
-	in.jobs.Rejected(label, rej.reason)
+	in.jobs.Rejected(label, string(rej.reason))
 	if job == nil {
 		job = &queue.Job{Payload: msg.Data}
 	}
