@@ -3,7 +3,7 @@ package config
 import (
 	"time"
 
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // Bounds of downstreams.NAME.breaker.
@@ -24,9 +24,9 @@ func (d Downstream) validateBreaker(v validator, p string) {
 }
 
 // breaker converts downstreams.NAME.breaker into the shaper's settings.
-func (d Downstream) breaker() shaper.BreakerSettings {
+func (d Downstream) breaker() policy.BreakerSettings {
 	if d.Breaker.Failures == 0 {
-		return shaper.BreakerSettings{}
+		return policy.BreakerSettings{}
 	}
-	return shaper.BreakerSettings{Failures: d.Breaker.Failures, OpenFor: d.Breaker.OpenFor, MaxOpenFor: d.Breaker.MaxOpenFor}
+	return policy.BreakerSettings{Failures: d.Breaker.Failures, OpenFor: d.Breaker.OpenFor, MaxOpenFor: d.Breaker.MaxOpenFor}
 }

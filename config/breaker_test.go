@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // TestBreakerFailures asserts the exact messages for the breaker's keys.
@@ -28,7 +28,7 @@ func TestBreakerSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.ShaperSettings().Lanes[0].Breaker; got != (shaper.BreakerSettings{}) {
+	if got := cfg.ShaperSettings().Lanes[0].Breaker; got != (policy.BreakerSettings{}) {
 		t.Errorf("default breaker %+v, want off", got)
 	}
 	next, err := LoadWith("testdata/minimal.yaml", Options{Environ: []string{
@@ -38,7 +38,7 @@ func TestBreakerSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := shaper.BreakerSettings{Failures: 5, OpenFor: 2 * time.Second, MaxOpenFor: time.Minute}
+	want := policy.BreakerSettings{Failures: 5, OpenFor: 2 * time.Second, MaxOpenFor: time.Minute}
 	if got := next.ShaperSettings().Lanes[0].Breaker; got != want {
 		t.Errorf("breaker %+v, want %+v", got, want)
 	}

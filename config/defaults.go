@@ -4,6 +4,7 @@ import (
 	"github.com/shaperd/shaper/limiter/natskv"
 	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/producer"
 	"github.com/shaperd/shaper/shaper/sink"
 )
@@ -51,7 +52,7 @@ func DefaultDownstream() Downstream {
 			MaxBackoff: shaper.DefaultMaxBackoff},
 		DeadLetters: DeadLetters{MaxAge: shaper.DefaultDeadLetterMaxAge, MaxCount: shaper.DefaultDeadLetterMaxCount},
 		RateControl: RateFixed,
-		Breaker:     Breaker{OpenFor: shaper.DefaultBreakerOpenFor, MaxOpenFor: shaper.DefaultBreakerMaxOpenFor},
+		Breaker:     Breaker{OpenFor: policy.DefaultBreakerOpenFor, MaxOpenFor: policy.DefaultBreakerMaxOpenFor},
 	}
 }
 

@@ -158,7 +158,7 @@ func runAdaptive(t *testing.T, sink Sink, adaptive bool, d time.Duration) *shape
 	return r
 }
 
-func (r *shapeRun) cuts() float64 { return testutil.ToFloat64(r.h.met.rateCuts.WithLabelValues("api")) }
+func (r *shapeRun) cuts() float64 { return testutil.ToFloat64(r.h.met.RateCuts.WithLabelValues("api")) }
 
 // judge returns the achieved share of capacity and the refused share of
 // tries over [from, now).
@@ -196,7 +196,7 @@ func TestAdaptiveSettles(t *testing.T) {
 		if achieved < 0.95 || refused > 0.03 {
 			t.Errorf("from 2 s: %.1f %% of capacity, %.2f %% refused; want >= 95 %% and <= 3 %%", 100*achieved, 100*refused)
 		}
-		if got := testutil.ToFloat64(r.h.met.rateConfigured.WithLabelValues("api")); got != 100 {
+		if got := testutil.ToFloat64(r.h.met.RateConfigured.WithLabelValues("api")); got != 100 {
 			t.Errorf("configured rate metric %v, want 100", got)
 		}
 	})

@@ -193,7 +193,7 @@ func (s *Shaper) newAdmitter(cfg LaneSettings) (admission.Admitter, error) {
 		Lane: cfg.Name, Rule: cfg.Admission, Limits: cfg.Limits, Store: cfg.AdmissionStore,
 		Shadow: cfg.Shadow || cfg.AdmissionShadow,
 	}, s.adms, admission.Counters{
-		Refunds:  s.met.refunds.WithLabelValues(cfg.Name),
-		Shadowed: s.met.shadow.WithLabelValues(cfg.Name, string(ReasonRateLimited)),
+		Refunds:  s.met.Refunds.WithLabelValues(cfg.Name),
+		Shadowed: s.met.Shadow.WithLabelValues(cfg.Name, string(ReasonRateLimited)),
 	})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // downUntil is a sink whose downstream answers 503 (a retryable error)
@@ -26,7 +27,7 @@ func downUntil(d time.Duration) *recSink {
 	return s
 }
 
-func breakerCfg(name string, b BreakerSettings) LaneSettings {
+func breakerCfg(name string, b policy.BreakerSettings) LaneSettings {
 	cfg := laneCfg(name, 10, 100)
 	cfg.Breaker = b
 	cfg.Retry = RetryPolicy{MaxAttempts: 10, InitialBackoff: 100 * time.Millisecond, MaxBackoff: 100 * time.Millisecond}
@@ -40,24 +41,24 @@ func breakerCfg(name string, b BreakerSettings) LaneSettings {
 func TestBreakerHoldsThroughOutage(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := downUntil(6 * time.Second)
-		cfg := breakerCfg("a", BreakerSettings{Failures: 3, OpenFor: time.Second, MaxOpenFor: 4 * time.Second})
+		cfg := breakerCfg("a", policy.BreakerSettings{Failures: 3, OpenFor: time.Second, MaxOpenFor: 4 * time.Second})
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
 		defer h.stop()
 		h.submit("a", 5)
 		open := func(want float64) {
 			t.Helper()
-			if got := testutil.ToFloat64(h.met.breakerOpen.WithLabelValues("a")); got != want {
+			if got := testutil.ToFloat64(h.met.BreakerOpen.WithLabelValues("a")); got != want {
 				t.Errorf("shaper_breaker_open = %v, want %v", got, want)
 			}
 		}
 		time.Sleep(500 * time.Millisecond)
 		st := h.status("a")
-		if st.Breaker != BreakerOpen || st.BreakerUntil == nil || !st.BreakerUntil.Equal(sink.t0.Add(1200*time.Millisecond)) || st.EffectiveRate != 0 {
+		if st.Breaker != policy.BreakerOpen || st.BreakerUntil == nil || !st.BreakerUntil.Equal(sink.t0.Add(1200*time.Millisecond)) || st.EffectiveRate != 0 {
 			t.Errorf("status while open: breaker %q until %v effective %v", st.Breaker, st.BreakerUntil, st.EffectiveRate)
 		}
 		open(1)
 		time.Sleep(2 * time.Second) // t = 2.5 s: the probe at 1.2 s failed, reopened until 3.2 s
-		if st := h.status("a"); st.Breaker != BreakerOpen || !st.BreakerUntil.Equal(sink.t0.Add(3200*time.Millisecond)) {
+		if st := h.status("a"); st.Breaker != policy.BreakerOpen || !st.BreakerUntil.Equal(sink.t0.Add(3200*time.Millisecond)) {
 			t.Errorf("after a failed probe: breaker %q until %v, want open until 3.2s", st.Breaker, st.BreakerUntil)
 		}
 		time.Sleep(10 * time.Second)
@@ -66,11 +67,11 @@ func TestBreakerHoldsThroughOutage(t *testing.T) {
 		// the last one succeeds and the rest follow at 10/s, from then.
 		wantStarts(t, sink.starts(), 0, 0.1, 0.2, 1.2, 3.2, 7.2, 7.3, 7.4, 7.5, 7.6)
 		st = h.status("a")
-		if st.Breaker != BreakerClosed || st.BreakerUntil != nil || st.Delivered[OutcomeSuccess] != 5 || len(h.dl.list()) != 0 {
+		if st.Breaker != policy.BreakerClosed || st.BreakerUntil != nil || st.Delivered[OutcomeSuccess] != 5 || len(h.dl.list()) != 0 {
 			t.Errorf("after: breaker %q, delivered %v, dead letters %v", st.Breaker, st.Delivered, h.dl.list())
 		}
 		open(0)
-		if got := testutil.ToFloat64(h.met.breakerTrips.WithLabelValues("a")); got != 1 {
+		if got := testutil.ToFloat64(h.met.BreakerTrips.WithLabelValues("a")); got != 1 {
 			t.Errorf("shaper_breaker_trips_total = %v, want 1 (reopenings are not trips)", got)
 		}
 	})
@@ -90,7 +91,7 @@ func TestBreakerAnswersReset(t *testing.T) {
 			}
 			return nil
 		})
-		h := start(t, Settings{Lanes: []LaneSettings{breakerCfg("a", BreakerSettings{Failures: 2, OpenFor: time.Minute})}},
+		h := start(t, Settings{Lanes: []LaneSettings{breakerCfg("a", policy.BreakerSettings{Failures: 2, OpenFor: time.Minute})}},
 			map[string]Sink{"a": sink})
 		defer h.stop()
 		h.submit("a", 10)
@@ -99,10 +100,10 @@ func TestBreakerAnswersReset(t *testing.T) {
 		if got := len(sink.starts()); got != len(answers) {
 			t.Errorf("%d tries, want %d: open only after the last two 500s", got, len(answers))
 		}
-		if st := h.status("a"); st.Breaker != BreakerOpen {
+		if st := h.status("a"); st.Breaker != policy.BreakerOpen {
 			t.Errorf("breaker %q, want open", st.Breaker)
 		}
-		if got := testutil.ToFloat64(h.met.breakerTrips.WithLabelValues("a")); got != 1 {
+		if got := testutil.ToFloat64(h.met.BreakerTrips.WithLabelValues("a")); got != 1 {
 			t.Errorf("trips = %v, want 1", got)
 		}
 	})
@@ -120,13 +121,13 @@ func TestBreakerProbeAlone(t *testing.T) {
 			time.Sleep(2 * time.Second)
 			return nil
 		})
-		cfg := breakerCfg("a", BreakerSettings{Failures: 1, OpenFor: time.Second})
+		cfg := breakerCfg("a", policy.BreakerSettings{Failures: 1, OpenFor: time.Second})
 		cfg.Concurrency = 3
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
 		defer h.stop()
 		h.submit("a", 5)
 		time.Sleep(1500 * time.Millisecond)
-		if st := h.status("a"); st.Breaker != BreakerHalfOpen || st.Inflight != 1 {
+		if st := h.status("a"); st.Breaker != policy.BreakerHalfOpen || st.Inflight != 1 {
 			t.Errorf("during the probe: breaker %q inflight %d, want half_open 1", st.Breaker, st.Inflight)
 		}
 		time.Sleep(10 * time.Second)
@@ -143,7 +144,7 @@ func TestBreakerProbeAlone(t *testing.T) {
 func TestBreakerExpiresHeldJobs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := downUntil(time.Hour)
-		cfg := breakerCfg("a", BreakerSettings{Failures: 1, OpenFor: time.Second})
+		cfg := breakerCfg("a", policy.BreakerSettings{Failures: 1, OpenFor: time.Second})
 		cfg.MaxWait = 2 * time.Second
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
 		defer h.stop()
@@ -162,22 +163,22 @@ func TestBreakerExpiresHeldJobs(t *testing.T) {
 func TestBreakerReload(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := downUntil(3 * time.Second)
-		cfg := breakerCfg("a", BreakerSettings{Failures: 1, OpenFor: time.Minute, MaxOpenFor: time.Hour})
+		cfg := breakerCfg("a", policy.BreakerSettings{Failures: 1, OpenFor: time.Minute, MaxOpenFor: time.Hour})
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
 		defer h.stop()
 		h.submit("a", 2)
 		time.Sleep(5 * time.Second)
-		cfg.Breaker = BreakerSettings{}
+		cfg.Breaker = policy.BreakerSettings{}
 		if err := h.sh.Apply(Settings{Lanes: []LaneSettings{cfg}}); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(time.Second)
 		synctest.Wait()
 		wantStarts(t, sink.starts(), 0, 5, 5.1)
-		if st := h.status("a"); st.Breaker != BreakerClosed || st.Delivered[OutcomeSuccess] != 2 {
+		if st := h.status("a"); st.Breaker != policy.BreakerClosed || st.Delivered[OutcomeSuccess] != 2 {
 			t.Errorf("after turning it off: breaker %q delivered %v", st.Breaker, st.Delivered)
 		}
-		if got := testutil.ToFloat64(h.met.breakerOpen.WithLabelValues("a")); got != 0 {
+		if got := testutil.ToFloat64(h.met.BreakerOpen.WithLabelValues("a")); got != 0 {
 			t.Errorf("shaper_breaker_open = %v after turning it off", got)
 		}
 	})
@@ -186,13 +187,13 @@ func TestBreakerReload(t *testing.T) {
 func TestBreakerSettingsValidated(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		b    BreakerSettings
+		b    policy.BreakerSettings
 		want string // "" = valid
 	}{
-		{"off", BreakerSettings{}, ""},
-		{"defaults", BreakerSettings{Failures: 5}, ""},
-		{"negative", BreakerSettings{Failures: -1}, "breaker: values must be >= 0"},
-		{"max below", BreakerSettings{Failures: 5, OpenFor: time.Minute, MaxOpenFor: time.Second}, "max open for 1s is below open for 1m0s"},
+		{"off", policy.BreakerSettings{}, ""},
+		{"defaults", policy.BreakerSettings{Failures: 5}, ""},
+		{"negative", policy.BreakerSettings{Failures: -1}, "breaker: values must be >= 0"},
+		{"max below", policy.BreakerSettings{Failures: 5, OpenFor: time.Minute, MaxOpenFor: time.Second}, "max open for 1s is below open for 1m0s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := laneCfg("a", 1, 1)
@@ -202,7 +203,7 @@ func TestBreakerSettingsValidated(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if tc.b.Failures > 0 && (got.Breaker.OpenFor != DefaultBreakerOpenFor || got.Breaker.MaxOpenFor != DefaultBreakerMaxOpenFor) {
+				if tc.b.Failures > 0 && (got.Breaker.OpenFor != policy.DefaultBreakerOpenFor || got.Breaker.MaxOpenFor != policy.DefaultBreakerMaxOpenFor) {
 					t.Errorf("defaults: %+v", got.Breaker)
 				}
 				return
@@ -219,7 +220,7 @@ func TestBreakerSettingsValidated(t *testing.T) {
 func TestBreakerRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := downUntil(time.Hour)
-		cfg := breakerCfg("a", BreakerSettings{Failures: 1, OpenFor: time.Minute})
+		cfg := breakerCfg("a", policy.BreakerSettings{Failures: 1, OpenFor: time.Minute})
 		cfg.Capacity = 2
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
 		defer h.stop()

@@ -10,6 +10,7 @@ import (
 	"github.com/shaperd/shaper/limiter"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // Reason is why a job was rejected or dropped; the values are the
@@ -33,7 +34,7 @@ const (
 	ReasonFailed   Reason = "failed"
 
 	// ReasonSlowConsumer counts intake messages NATS dropped before the
-	// daemon read them (see Metrics.Dropped).
+	// daemon read them (see metrics.Metrics.Dropped).
 	ReasonSlowConsumer Reason = "nats_slow_consumer"
 )
 
@@ -67,7 +68,7 @@ type Sink interface {
 // tells nothing.
 type Feedback struct {
 	// Quota is the downstream's advertised rate limit; nil = none.
-	Quota *Quota
+	Quota *policy.Quota
 	// Malformed counts rate-limit header fields that were present but
 	// could not be read; they were ignored. Counted in
 	// shaper_downstream_bad_ratelimit_headers_total.
@@ -145,7 +146,7 @@ type LaneSettings struct {
 	// value is in memory.
 	AdmissionStore admission.Store
 	// Breaker is the lane's circuit breaker; the zero value is off.
-	Breaker BreakerSettings
+	Breaker policy.BreakerSettings
 
 	Policies // the zero value turns every one off
 }

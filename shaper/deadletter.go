@@ -183,7 +183,7 @@ func (w *dlWorker) publish(ctx context.Context, it dlItem) bool {
 		err := w.s.dlr.DeadLetter(cctx, it.dl)
 		cancel()
 		if err != nil {
-			it.l.m.dlStoreErrors.Inc()
+			it.l.m.DLStoreErrors.Inc()
 			w.logFailure(it, err)
 			return false
 		}
@@ -239,7 +239,7 @@ func (w *dlWorker) abandon() {
 			it.l.mu.Lock()
 			kept := it.l.q.Settler != nil && it.l.q.Settler.Keep(it.dl.Job)
 			if !kept {
-				it.l.m.dlLost.Inc()
+				it.l.m.DLLost.Inc()
 				if it.failed {
 					it.l.countOutcome(OutcomeFailed)
 				}

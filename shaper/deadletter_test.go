@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/metrics"
 )
 
 // flakyDL refuses the first `fails` dead letters (every one when fails < 0),
@@ -77,7 +78,7 @@ func (q *keepQueue) snapshot() ([]time.Duration, int) {
 
 type dlHarness struct {
 	sh     *Shaper
-	met    *Metrics
+	met    *metrics.Metrics
 	q      *keepQueue
 	dl     *flakyDL
 	cancel context.CancelFunc
@@ -127,7 +128,7 @@ func TestDeadLetterRetriedUntilStored(t *testing.T) {
 		if len(tries) != 3 || taken != 0 || len(given) != 0 {
 			t.Fatalf("at 3.5 s: tries %v, taken %d, given up %v; want 3 refused tries and the job still queued", tries, taken, given)
 		}
-		if got := h.counter(h.met.dlStoreErrors.WithLabelValues("a")); got != 3 {
+		if got := h.counter(h.met.DLStoreErrors.WithLabelValues("a")); got != 3 {
 			t.Errorf("store errors = %v, want 3", got)
 		}
 		if st := h.sh.Lanes()[0]; st.Delivered[OutcomeDeadLettered] != 0 || st.Delivered[OutcomeFailed] != 0 {
@@ -189,13 +190,13 @@ func TestDeadLetterUnstoredAtShutdown(t *testing.T) {
 				if len(tries) != 3 || taken != 0 || len(given) != 0 || kept != 1 {
 					t.Fatalf("tries %v, taken %d, given up %v, kept %d", tries, taken, given, kept)
 				}
-				if got := h.counter(h.met.dlLost.WithLabelValues("a")); got != tc.lost {
+				if got := h.counter(h.met.DLLost.WithLabelValues("a")); got != tc.lost {
 					t.Errorf("lost = %v, want %v", got, tc.lost)
 				}
-				if got := h.counter(h.met.delivered.WithLabelValues("a", string(OutcomeFailed))); got != tc.fail {
+				if got := h.counter(h.met.Delivered.WithLabelValues("a", string(OutcomeFailed))); got != tc.fail {
 					t.Errorf("delivered{failed} = %v, want %v", got, tc.fail)
 				}
-				if got := h.counter(h.met.delivered.WithLabelValues("a", string(OutcomeDeadLettered))); got != 0 {
+				if got := h.counter(h.met.Delivered.WithLabelValues("a", string(OutcomeDeadLettered))); got != 0 {
 					t.Errorf("delivered{dead_lettered} = %v, want 0", got)
 				}
 			})

@@ -14,7 +14,7 @@ import (
 func (l *lane) deliver(sink Sink, retry RetryPolicy, job *queue.Job, started time.Time) {
 	fb, err := sink.Deliver(l.s.dctx, job)
 	done := time.Now()
-	l.m.duration.Observe(done.Sub(started).Seconds())
+	l.m.Duration.Observe(done.Sub(started).Seconds())
 	if l.finish(job, fb, err, retry, done) {
 		l.s.forget(l)
 	}
@@ -33,9 +33,9 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		l.sched.restartFrom(now) // was at its cap: no catch-up for the time blocked
 	}
 	l.inflight--
-	l.m.inflight.Set(float64(l.inflight))
+	l.m.Inflight.Set(float64(l.inflight))
 	if fb.Malformed > 0 {
-		l.m.badHeaders.Add(float64(fb.Malformed))
+		l.m.BadHeaders.Add(float64(fb.Malformed))
 	}
 	a := l.answer(job, fb, err)
 	for _, p := range l.policies {
@@ -99,7 +99,7 @@ func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
 	var pb *PushbackError
 	errors.As(err, &pb)
 	l.c.pushbacks++
-	l.m.pushbacks.Inc()
+	l.m.Pushbacks.Inc()
 	until := l.pushback.Until()
 	l.s.log.Info("downstream pushed back; lane paused", "downstream", l.name,
 		"job_id", job.ID, "attempt", job.Attempt, "until", until, "error", pb.Error())
@@ -108,7 +108,7 @@ func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
 		return
 	}
 	l.q.RetryLater(job, now, true)
-	l.m.depth.Set(float64(l.q.Len()))
+	l.m.Depth.Set(float64(l.q.Len()))
 }
 
 // onError schedules a retry after backoff, or fails the job once
@@ -126,9 +126,9 @@ func (l *lane) onError(job *queue.Job, err error, policy RetryPolicy, now time.T
 		return
 	}
 	l.c.retries++
-	l.m.retries.Inc()
+	l.m.Retries.Inc()
 	l.q.RetryLater(job, at, false)
-	l.m.depth.Set(float64(l.q.Len()))
+	l.m.Depth.Set(float64(l.q.Len()))
 	l.s.log.Debug("delivery failed; will retry", "downstream", l.name, "job_id", job.ID,
 		"attempt", job.Attempt, "backoff", wait, "error", err.Error())
 }
@@ -142,7 +142,7 @@ func (l *lane) fail(job *queue.Job, err error) {
 // countOutcome books one delivered{outcome}. Requires l.mu.
 func (l *lane) countOutcome(o Outcome) {
 	l.c.delivered[o]++
-	l.m.delivered[o].Inc()
+	l.m.Delivered[string(o)].Inc()
 }
 
 // backoff returns the wait before the retry that follows the given number

@@ -82,7 +82,7 @@ func TestFairnessUnderFlood(t *testing.T) {
 		}
 		st := h.status("api")
 		t.Logf("fair, flood 500/s: nine tenants' wait max %v mean %v; flooder accepted %d, queue_full %d (all with Retry-After); active keys %v",
-			w, m, acc, full, testutil.ToFloat64(h.met.fairKeys.WithLabelValues("api")))
+			w, m, acc, full, testutil.ToFloat64(h.met.FairKeys.WithLabelValues("api")))
 		if st.Rejected[ReasonQueueFull] != uint64(full) {
 			t.Errorf("queue_full %d, want only the flooder's %d", st.Rejected[ReasonQueueFull], full)
 		}

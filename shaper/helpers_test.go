@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/metrics"
 	"go.uber.org/goleak"
 )
 
@@ -124,7 +125,7 @@ type harness struct {
 	t      *testing.T
 	sh     *Shaper
 	dl     *recDL
-	met    *Metrics
+	met    *metrics.Metrics
 	reg    *prometheus.Registry
 	cancel context.CancelFunc
 	done   chan error

@@ -8,6 +8,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/metrics"
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
@@ -17,7 +18,7 @@ import (
 type lane struct {
 	s    *Shaper
 	name string
-	m    *laneMetrics
+	m    *metrics.Lane
 	// blocking is whether admission decisions do I/O, kept by
 	// noteAdmitter so that every submission can ask without l.mu.
 	blocking atomic.Bool
@@ -68,7 +69,7 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 		q = newMemoryQueue(cfg)
 	}
 	l := &lane{
-		s: s, name: cfg.Name, m: s.met.forLane(cfg.Name, cfg.MaxWait),
+		s: s, name: cfg.Name, m: s.met.ForLane(cfg.Name, cfg.MaxWait),
 		q: q, sink: sink, adm: adm, idx: -1,
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
@@ -76,9 +77,9 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 	l.compose()
 	l.setConfig(cfg, now)
 	l.noteAdmitter()
-	l.m.paused.Set(0)
-	l.m.depth.Set(0)
-	l.m.inflight.Set(0)
+	l.m.Paused.Set(0)
+	l.m.Depth.Set(0)
+	l.m.Inflight.Set(0)
 	if q.Service != nil {
 		q.Service.Start(l.kick)
 	}
@@ -105,7 +106,7 @@ func (l *lane) kick() { l.kickAt(time.Now()) }
 func (l *lane) kickAt(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.m.depth.Set(float64(l.q.Len()))
+	l.m.Depth.Set(float64(l.q.Len()))
 	l.noteFetched(now) // after a gap: this instance may have taken over
 	l.reschedule(now)
 }
@@ -118,8 +119,8 @@ func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.configurePolicies(cfg)
 	l.sched.setRate(l.gate(now).Rate)
 	l.q.Configure(queueSettings(cfg))
-	l.m.capacity.Set(float64(cfg.Capacity))
-	l.m.rateConfigured.Set(cfg.Rate)
+	l.m.Capacity.Set(float64(cfg.Capacity))
+	l.m.RateConfigured.Set(cfg.Rate)
 }
 
 // runDue starts every job the schedule allows at now, then reschedules the
@@ -181,11 +182,11 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 		p.Started(now, policy.Try{Job: job})
 	}
 	l.c.started++
-	l.m.started.Inc()
-	l.m.inflight.Set(float64(l.inflight))
-	l.m.depth.Set(float64(l.q.Len()))
+	l.m.Started.Inc()
+	l.m.Inflight.Set(float64(l.inflight))
+	l.m.Depth.Set(float64(l.q.Len()))
 	if job.Attempt == 1 {
-		l.m.wait.Observe(now.Sub(job.Enqueued).Seconds())
+		l.m.Wait.Observe(now.Sub(job.Enqueued).Seconds())
 	}
 	sink, retry := l.sink, l.cfg.Retry
 	l.s.deliveries.Go(func() { l.deliver(sink, retry, job, now) })
@@ -205,8 +206,8 @@ func (l *lane) expired(job *queue.Job, now time.Time) bool {
 // it to the dead-letter publisher. Requires l.mu.
 func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 	l.c.dropped[reason]++
-	l.m.dropped[reason].Inc()
-	l.m.depth.Set(float64(l.q.Len()))
+	l.m.Dropped[string(reason)].Inc()
+	l.m.Depth.Set(float64(l.q.Len()))
 	l.s.dl.add(l, job, reason, why, false)
 }
 
@@ -217,7 +218,7 @@ func (l *lane) reschedule(now time.Time) {
 	if l.q.Shares != nil {
 		if k := l.q.Shares.Keys(); k != l.keys { // a gauge write only when it changed
 			l.keys = k
-			l.m.fairKeys.Set(float64(k))
+			l.m.FairKeys.Set(float64(k))
 		}
 	}
 	g := l.gate(now)

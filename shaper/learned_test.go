@@ -88,7 +88,7 @@ func (h keptHarness) learn(name string, rate float64) {
 }
 
 func (h keptHarness) rate(name string) float64 {
-	return testutil.ToFloat64(h.met.rate.WithLabelValues(name))
+	return testutil.ToFloat64(h.met.Rate.WithLabelValues(name))
 }
 
 func adaptiveCfg(name string, ceiling float64) LaneSettings {

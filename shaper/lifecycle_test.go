@@ -74,7 +74,7 @@ func TestApplyRemovedLaneDrains(t *testing.T) {
 		if n := len(h.sh.Lanes()); n != 1 {
 			t.Errorf("%d lanes after drain, want 1", n)
 		}
-		if n := testutil.CollectAndCount(h.met.depth); n != 1 {
+		if n := testutil.CollectAndCount(h.met.Depth); n != 1 {
 			t.Errorf("%d depth series after removal, want 1", n)
 		}
 	})
@@ -146,7 +146,7 @@ func TestShutdownWaitsThenDeadLetters(t *testing.T) {
 					st.Started != 1 {
 					t.Errorf("status %+v", st)
 				}
-				if got := testutil.ToFloat64(h.met.dropped.WithLabelValues("a", "shutdown")); got != float64(tc.wantShut) {
+				if got := testutil.ToFloat64(h.met.Vecs.Dropped.WithLabelValues("a", "shutdown")); got != float64(tc.wantShut) {
 					t.Errorf("dropped{shutdown} = %v", got)
 				}
 				if err := h.sh.Apply(Settings{}); !errors.Is(err, ErrClosed) {
@@ -240,7 +240,7 @@ func TestMetricsLintAndSeries(t *testing.T) {
 		h.submit("printer", 12)
 		h.submit("ghost", 1)
 		h.met.Received("not-a-lane")
-		h.met.Rejected("printer", ReasonPayloadTooLarge)
+		h.met.Rejected("printer", string(ReasonPayloadTooLarge))
 		time.Sleep(time.Second)
 		synctest.Wait()
 		h.stop()
@@ -252,26 +252,26 @@ func TestMetricsLintAndSeries(t *testing.T) {
 			c    prometheus.Collector
 			want float64
 		}{
-			{h.met.received.WithLabelValues("printer"), 12},
-			{h.met.received.WithLabelValues("_unknown"), 2},
-			{h.met.rejected.WithLabelValues("printer", "queue_full"), 2},
-			{h.met.rejected.WithLabelValues("printer", "payload_too_large"), 1},
-			{h.met.rejected.WithLabelValues("_unknown", "unknown_downstream"), 1},
-			{h.met.started.WithLabelValues("printer"), 3},
-			{h.met.dropped.WithLabelValues("printer", "shutdown"), 7},
-			{h.met.delivered.WithLabelValues("printer", "success"), 3},
-			{h.met.capacity.WithLabelValues("printer"), 10},
-			{h.met.rate.WithLabelValues("printer"), 2},
+			{h.met.Vecs.Received.WithLabelValues("printer"), 12},
+			{h.met.Vecs.Received.WithLabelValues("_unknown"), 2},
+			{h.met.Vecs.Rejected.WithLabelValues("printer", "queue_full"), 2},
+			{h.met.Vecs.Rejected.WithLabelValues("printer", "payload_too_large"), 1},
+			{h.met.Vecs.Rejected.WithLabelValues("_unknown", "unknown_downstream"), 1},
+			{h.met.Started.WithLabelValues("printer"), 3},
+			{h.met.Vecs.Dropped.WithLabelValues("printer", "shutdown"), 7},
+			{h.met.Delivered.WithLabelValues("printer", "success"), 3},
+			{h.met.Capacity.WithLabelValues("printer"), 10},
+			{h.met.Rate.WithLabelValues("printer"), 2},
 		} {
 			if got := testutil.ToFloat64(c.c); got != c.want {
 				t.Errorf("%v = %v, want %v", prometheus.NewDesc("x", "", nil, nil), got, c.want)
 			}
 		}
 		// Every reason and outcome series exists before it is used.
-		if n := testutil.CollectAndCount(h.met.rejected); n != 2*len(rejectReasons) {
+		if n := testutil.CollectAndCount(h.met.Vecs.Rejected); n != 2*len(rejectReasons) {
 			t.Errorf("%d rejected series, want %d", n, 2*len(rejectReasons))
 		}
-		if n := testutil.CollectAndCount(h.met.delivered); n != len(outcomes) {
+		if n := testutil.CollectAndCount(h.met.Delivered); n != len(outcomes) {
 			t.Errorf("%d delivered series", n)
 		}
 	})

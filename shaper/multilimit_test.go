@@ -52,7 +52,7 @@ func TestSeveralLimits(t *testing.T) {
 		}
 		// Refunds: the window at 0.75, 1.25 and 10.75 s; the bucket for
 		// each of the 32 jobs from 2 s to 9.75 s.
-		if n := testutil.ToFloat64(h.met.refunds.WithLabelValues("a")); n != 35 {
+		if n := testutil.ToFloat64(h.met.Refunds.WithLabelValues("a")); n != 35 {
 			t.Errorf("shaper_admission_refunds_total %v, want 35", n)
 		}
 		if st := h.status("a"); st.Accepted != 8 || st.Rejected[ReasonRateLimited] != 36 {
@@ -74,10 +74,10 @@ func TestSeveralLimitsShadow(t *testing.T) {
 				t.Fatalf("shadow mode rejected %+v", rc)
 			}
 		}
-		if n := testutil.ToFloat64(h.met.shadow.WithLabelValues("a", string(ReasonRateLimited))); n != 6 {
+		if n := testutil.ToFloat64(h.met.Shadow.WithLabelValues("a", string(ReasonRateLimited))); n != 6 {
 			t.Errorf("shadow rejections %v, want 6", n)
 		}
-		if n := testutil.ToFloat64(h.met.refunds.WithLabelValues("a")); n != 6 {
+		if n := testutil.ToFloat64(h.met.Refunds.WithLabelValues("a")); n != 6 {
 			t.Errorf("refunds %v, want 6 (the window, for each job the bucket refused)", n)
 		}
 	})

@@ -165,13 +165,13 @@ func TestPauseResumeNoBurst(t *testing.T) {
 			t.Errorf("paused status %+v", st)
 		}
 		// The drain-rate gauge says what effective_rate and the page say.
-		if r := testutil.ToFloat64(h.met.rate.WithLabelValues("a")); r != 0 {
+		if r := testutil.ToFloat64(h.met.Rate.WithLabelValues("a")); r != 0 {
 			t.Errorf("shaper_drain_rate_per_second while paused = %v, want 0", r)
 		}
 		if err := h.sh.Resume("a"); err != nil {
 			t.Fatal(err)
 		}
-		if r := testutil.ToFloat64(h.met.rate.WithLabelValues("a")); r != 10 {
+		if r := testutil.ToFloat64(h.met.Rate.WithLabelValues("a")); r != 10 {
 			t.Errorf("shaper_drain_rate_per_second after resume = %v, want 10", r)
 		}
 		time.Sleep(5 * time.Second)

@@ -19,7 +19,7 @@ import (
 // pause. A new policy is a field of lane and one entry here.
 func (l *lane) compose() {
 	l.quota.Pause, l.quota.OnPause = &l.pushback, l.quotaPaused
-	l.adaptive.Quota, l.adaptive.OnCut = &l.quota, l.m.rateCuts.Inc
+	l.adaptive.Quota, l.adaptive.OnCut = &l.quota, l.m.RateCuts.Inc
 	l.brk.OnEvent = l.breakerEvent
 	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback}
 }
@@ -85,15 +85,15 @@ func (l *lane) updatePaused() {
 	if v.paused {
 		p = 1
 	}
-	l.m.paused.Set(p)
-	l.m.rate.Set(v.rate)
+	l.m.Paused.Set(p)
+	l.m.Rate.Set(v.rate)
 }
 
 // quotaPaused books a pause because the downstream's quota was used up,
 // counted as a pushback. Requires l.mu.
 func (l *lane) quotaPaused(t policy.Try, until time.Time) {
 	l.c.pushbacks++
-	l.m.pushbacks.Inc()
+	l.m.Pushbacks.Inc()
 	l.updatePaused()
 	l.s.log.Info("downstream quota used up; lane paused until its reset", "downstream", l.name,
 		"job_id", t.Job.ID, "until", until)
@@ -104,18 +104,18 @@ func (l *lane) quotaPaused(t policy.Try, until time.Time) {
 func (l *lane) breakerEvent(ev policy.BreakerEvent, a policy.Answer, probeAt time.Time) {
 	switch ev {
 	case policy.BreakerTripped:
-		l.m.breakerOpen.Set(1)
-		l.m.breakerTrips.Inc()
+		l.m.BreakerOpen.Set(1)
+		l.m.BreakerTrips.Inc()
 		l.s.log.Warn("downstream failing; breaker open, jobs held", "downstream", l.name,
 			"failures", l.cfg.Breaker.Failures, "probe_at", probeAt, "error", fmt.Sprint(a.Err))
 	case policy.BreakerProbeFailed:
 		l.s.log.Warn("breaker probe failed; downstream stays held", "downstream", l.name,
 			"job_id", a.Job.ID, "probe_at", probeAt, "error", fmt.Sprint(a.Err))
 	case policy.BreakerProbed:
-		l.m.breakerOpen.Set(0)
+		l.m.BreakerOpen.Set(0)
 		l.s.log.Info("breaker probe succeeded; breaker closed", "downstream", l.name, "job_id", a.Job.ID)
 	case policy.BreakerReleased:
-		l.m.breakerOpen.Set(0)
+		l.m.BreakerOpen.Set(0)
 		l.s.log.Info("breaker turned off by a reload; held jobs released", "downstream", l.name)
 	}
 }

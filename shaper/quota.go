@@ -6,15 +6,6 @@ import (
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
-// Quota is what a downstream advertised about its rate limit with one
-// answer, as a Sink reports it in Feedback (see policy.Quota; the lane's
-// policy.Advertised acts on it).
-type Quota = policy.Quota
-
-// MaxQuotaPause bounds how long a downstream's headers can pause a lane
-// (see policy.MaxQuotaPause).
-const MaxQuotaPause = policy.MaxQuotaPause
-
 // AdvertisedQuota is a downstream's advertised quota, as LaneStatus shows
 // it: Limit starts per WindowSeconds, and (when the downstream said so)
 // how many are left until ResetAt.

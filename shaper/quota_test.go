@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // windowSink is a downstream admitting limit tries per fixed window
@@ -49,7 +50,7 @@ func (s *windowSink) Deliver(ctx context.Context, _ *queue.Job) (Feedback, error
 		s.used++
 		s.ok++
 	}
-	q := &Quota{Limit: s.limit, Remaining: s.limit - s.used, Reset: reset}
+	q := &policy.Quota{Limit: s.limit, Remaining: s.limit - s.used, Reset: reset}
 	if s.noLim {
 		q.Limit = 0
 	}
@@ -85,7 +86,7 @@ func TestQuotaRemainingZeroPauses(t *testing.T) {
 		if ok != 55 || over != 0 {
 			t.Errorf("%d delivered, %d refused; want 55 and 0 (the lane waits for the reset)", ok, over)
 		}
-		if n := testutil.ToFloat64(h.met.pushbacks.WithLabelValues("api")); n < 5 {
+		if n := testutil.ToFloat64(h.met.Pushbacks.WithLabelValues("api")); n < 5 {
 			t.Errorf("pushbacks %v, want a pause per exhausted window (>= 5)", n)
 		}
 	})
@@ -139,7 +140,7 @@ func TestQuotaCapsAdaptive(t *testing.T) {
 			if q := st.AdvertisedQuota; q == nil || q.Limit != 20 || q.WindowSeconds != 1 || q.Remaining == nil {
 				t.Errorf("adaptive=%v: advertised quota %+v, want 20 per 1 s with the remaining count", adaptive, q)
 			}
-			if r := testutil.ToFloat64(h.met.rate.WithLabelValues("api")); r != want {
+			if r := testutil.ToFloat64(h.met.Rate.WithLabelValues("api")); r != want {
 				t.Errorf("adaptive=%v: drain rate %v, want %v", adaptive, r, want)
 			}
 			if ok != 100 || over != 0 {
@@ -158,7 +159,7 @@ func (s quotaFeedbackSink) Deliver(context.Context, *queue.Job) (Feedback, error
 // longer than its max wait; malformed fields are counted.
 func TestQuotaPauseBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := quotaFeedbackSink{Feedback{Quota: &Quota{Remaining: 0, Reset: MaxQuotaPause}, Malformed: 2}}
+		sink := quotaFeedbackSink{Feedback{Quota: &policy.Quota{Remaining: 0, Reset: policy.MaxQuotaPause}, Malformed: 2}}
 		cfg := laneCfg("api", 10, 100)
 		cfg.MaxWait = 3 * time.Second
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"api": sink})
@@ -172,7 +173,7 @@ func TestQuotaPauseBounded(t *testing.T) {
 			t.Fatalf("pushback until %v (from %v), started %d; want a pause of at most max_wait after 1 start",
 				st.PushbackUntil, t0, st.Started)
 		}
-		if n := testutil.ToFloat64(h.met.badHeaders.WithLabelValues("api")); n != 2 {
+		if n := testutil.ToFloat64(h.met.BadHeaders.WithLabelValues("api")); n != 2 {
 			t.Errorf("bad headers counted %v, want 2", n)
 		}
 		time.Sleep(2500 * time.Millisecond)

@@ -55,7 +55,7 @@ func (s *Shaper) rejectBusy(l *lane, job *queue.Job) Receipt {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.c.received++
-	l.m.received.Inc()
+	l.m.Received.Inc()
 	if s.closing.Load() {
 		return s.reject(l, rc, ReasonUnavailable, 0, errShuttingDown)
 	}

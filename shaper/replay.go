@@ -121,7 +121,7 @@ func (l *lane) replay(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue
 		return rc, queue.Stored{}, false, max(wait, minReplayWait), l.replayChanged()
 	}
 	l.c.received++
-	l.m.received.Inc()
+	l.m.Received.Inc()
 	rc, ok := l.check(now, job, rc)
 	if !ok {
 		return rc, queue.Stored{}, false, 0, nil

@@ -17,7 +17,7 @@ func (l *lane) shadowed(r Reason) bool {
 	if !l.cfg.Shadow {
 		return false
 	}
-	l.m.shadow[r].Inc()
+	l.m.Shadow[string(r)].Inc()
 	return true
 }
 

@@ -44,8 +44,8 @@ func TestShadow(t *testing.T) {
 				if tc.lane && st.Rejected[ReasonQueueFull] != 1 {
 					t.Errorf("rejected %v, want the 9th queue_full: capacity is never shadowed", st.Rejected)
 				}
-				rl := testutil.ToFloat64(h.met.shadow.WithLabelValues("a", string(ReasonRateLimited)))
-				we := testutil.ToFloat64(h.met.shadow.WithLabelValues("a", string(ReasonWouldExpire)))
+				rl := testutil.ToFloat64(h.met.Shadow.WithLabelValues("a", string(ReasonRateLimited)))
+				we := testutil.ToFloat64(h.met.Shadow.WithLabelValues("a", string(ReasonWouldExpire)))
 				if rl != tc.rateLimited || we != tc.wouldExp {
 					t.Errorf("shadow rejections rate_limited=%v would_expire=%v, want %v %v", rl, we, tc.rateLimited, tc.wouldExp)
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/metrics"
 )
 
 // Deps are the shaper's collaborators. Every field may be left zero.
@@ -24,7 +25,7 @@ type Deps struct {
 	// logged.
 	DeadLetter DeadLetterer
 	// Metrics records the shaper's metrics; nil = record nothing.
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Logger receives the shaper's logs (never admission keys or payloads);
 	// nil = discard.
 	Logger *slog.Logger
@@ -54,7 +55,7 @@ var ErrClosed = errors.New("shaper: closed")
 // while Run runs, and never block on I/O.
 type Shaper struct {
 	log   *slog.Logger
-	met   *Metrics
+	met   *metrics.Metrics
 	sinks func(LaneSettings) (Sink, error)
 	qs    func(LaneSettings) (queue.Roles, error)
 	adms  admission.Remote
@@ -246,7 +247,7 @@ func (s *Shaper) forget(l *lane) {
 func (s *Shaper) retire(l *lane) {
 	delete(s.all, l)
 	s.retired = append(s.retired, l.sink)
-	s.met.forget(l.name)
+	s.met.Forget(l.name)
 	q := l.q.Service
 	if q == nil {
 		return

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // LaneStatus is a snapshot of one downstream for the admin API
@@ -28,8 +30,8 @@ type LaneStatus struct {
 	Removing bool `json:"removing,omitempty"`
 	// Breaker is the circuit breaker's state (closed without a breaker);
 	// BreakerUntil is when an open breaker's probe is due, nil otherwise.
-	Breaker      BreakerState `json:"breaker"`
-	BreakerUntil *time.Time   `json:"breaker_until,omitempty"`
+	Breaker      policy.BreakerState `json:"breaker"`
+	BreakerUntil *time.Time          `json:"breaker_until,omitempty"`
 	// AdvertisedQuota is the quota the downstream's rate-limit headers
 	// advertised last (RateLimit-Policy / X-RateLimit-*); nil until one did.
 	AdvertisedQuota *AdvertisedQuota `json:"advertised_quota,omitempty"`
@@ -91,11 +93,11 @@ func (l *lane) status(now time.Time) LaneStatus {
 	}
 	st.AdvertisedQuota = advertised(l.quota.State())
 	st.Breaker = l.brk.State(now)
-	if st.Breaker == BreakerOpen {
+	if st.Breaker == policy.BreakerOpen {
 		t := l.brk.ProbeAt()
 		st.BreakerUntil = &t
 	}
-	if l.paused || st.PushbackUntil != nil || st.Breaker != BreakerClosed {
+	if l.paused || st.PushbackUntil != nil || st.Breaker != policy.BreakerClosed {
 		st.EffectiveRate = 0
 	}
 	return st

@@ -121,7 +121,7 @@ func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.c.received++
-	l.m.received.Inc()
+	l.m.Received.Inc()
 	rc, ok := l.check(now, job, rc)
 	if ok {
 		var dec decision
@@ -257,8 +257,8 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 			fmt.Errorf("queue %s: job not stored: %w", l.name, err))
 	}
 	l.c.accepted++
-	l.m.accepted.Inc()
-	l.m.depth.Set(float64(l.q.Len()))
+	l.m.Accepted.Inc()
+	l.m.Depth.Set(float64(l.q.Len()))
 	rc.Accepted, rc.Position = true, max(p.Position, 1)
 	rc.ETA = l.predictStart(now, p.Ahead).Sub(now)
 	return rc
@@ -268,11 +268,11 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 func (s *Shaper) reject(l *lane, rc Receipt, r Reason, retryAfter time.Duration, err error) Receipt {
 	rc.Accepted, rc.Reason, rc.RetryAfter, rc.Err = false, r, retryAfter, err
 	if l == nil {
-		s.met.Rejected(unknownLabel, r)
+		s.met.Rejected(unknownLabel, string(r))
 		return rc
 	}
 	l.c.rejected[r]++
-	l.m.rejected[r].Inc()
+	l.m.Rejected[string(r)].Inc()
 	return rc
 }
 

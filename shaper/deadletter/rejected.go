@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/metrics"
 )
 
 // Bounds of the rejected publishes' dead letters.
@@ -29,7 +30,7 @@ const (
 // rejections is bounded twice: here, and by the store's own bounds.
 type Rejected struct {
 	dl   shaper.DeadLetterer
-	jobs *shaper.Metrics
+	jobs *metrics.Metrics
 	log  *slog.Logger
 	ch   chan shaper.DeadLetter
 
@@ -43,7 +44,7 @@ type Rejected struct {
 
 // StartRejected starts the worker; stop (a Run cleanup) stores what is
 // waiting, each within rejectedTimeout, and returns.
-func StartRejected(dl shaper.DeadLetterer, jobs *shaper.Metrics, log *slog.Logger) (*Rejected, func() error) {
+func StartRejected(dl shaper.DeadLetterer, jobs *metrics.Metrics, log *slog.Logger) (*Rejected, func() error) {
 	r := &Rejected{dl: dl, jobs: jobs, log: log, ch: make(chan shaper.DeadLetter, rejectedBacklog)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel

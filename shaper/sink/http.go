@@ -15,6 +15,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // Defaults of an HTTP sink.
@@ -151,7 +152,7 @@ func (s *HTTPSink) classify(resp *http.Response, head []byte, wait time.Duration
 }
 
 // retryAfter reads a Retry-After field: delta-seconds or an HTTP-date (a
-// date in the past means 0), believed up to shaper.MaxQuotaPause. present is whether it was
+// date in the past means 0), believed up to policy.MaxQuotaPause. present is whether it was
 // sent; ok whether it could be read.
 func retryAfter(vs []string, now time.Time) (d time.Duration, ok, present bool) {
 	if len(vs) == 0 {
@@ -172,11 +173,11 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		if n < 0 {
 			return 0, false
 		}
-		return time.Duration(min(n, int64(shaper.MaxQuotaPause/time.Second))) * time.Second, true
+		return time.Duration(min(n, int64(policy.MaxQuotaPause/time.Second))) * time.Second, true
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
 	}
-	return min(max(t.Sub(now), 0), shaper.MaxQuotaPause), true
+	return min(max(t.Sub(now), 0), policy.MaxQuotaPause), true
 }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // A downstream's rate-limit headers (docs/policies.md "Learning the
@@ -26,7 +26,7 @@ import (
 //
 // A field that is present but cannot be read is ignored and counted
 // (Feedback.Malformed); for a structured field that is the whole field,
-// as RFC 8941 says. Resets are cut to shaper.MaxQuotaPause.
+// as RFC 8941 says. Resets are cut to policy.MaxQuotaPause.
 const (
 	epochAfter = 365 * 24 * 3600 // seconds; a larger reset is an epoch time
 	maxCount   = 1 << 40         // larger limits and counts are malformed
@@ -40,8 +40,8 @@ type policyRate struct {
 
 // readQuota reads h's rate-limit fields at now. It returns a nil quota when
 // none was readable, and how many fields were present but malformed.
-func readQuota(h http.Header, now time.Time) (*shaper.Quota, int) {
-	q := &shaper.Quota{Remaining: -1, Reset: -1}
+func readQuota(h http.Header, now time.Time) (*policy.Quota, int) {
+	q := &policy.Quota{Remaining: -1, Reset: -1}
 	var policies []policyRate
 	bad := 0
 	any := false
@@ -80,7 +80,7 @@ func readQuota(h http.Header, now time.Time) (*shaper.Quota, int) {
 
 // strictest puts the policy with the lowest rate into q: among those with
 // a window the lowest limit ÷ window, else the lowest limit.
-func strictest(q *shaper.Quota, policies []policyRate) {
+func strictest(q *policy.Quota, policies []policyRate) {
 	best := math.Inf(1)
 	for _, p := range policies {
 		switch {
@@ -113,7 +113,7 @@ func ietfPolicies(h http.Header) (ps []policyRate, ok, present bool) {
 
 // ietfState reads RateLimit into q: the item with the fewest r left (the
 // longest t among equals).
-func ietfState(h http.Header, q *shaper.Quota) (ok, present bool) {
+func ietfState(h http.Header, q *policy.Quota) (ok, present bool) {
 	items, ok, present := sfList(h, "RateLimit")
 	if !ok {
 		return false, present
@@ -127,7 +127,7 @@ func ietfState(h http.Header, q *shaper.Quota) (ok, present bool) {
 		}
 		d := time.Duration(-1)
 		if okT {
-			d = min(time.Duration(t)*time.Second, shaper.MaxQuotaPause)
+			d = min(time.Duration(t)*time.Second, policy.MaxQuotaPause)
 		}
 		if best < 0 || r < best || (r == best && d > reset) {
 			best, reset = r, d
@@ -179,7 +179,7 @@ func count(vs []string) (n int, ok, present bool) {
 }
 
 // reset reads a reset field: delta seconds (decimals allowed), or epoch
-// seconds beyond epochAfter; cut to shaper.MaxQuotaPause.
+// seconds beyond epochAfter; cut to policy.MaxQuotaPause.
 func reset(vs []string, now time.Time) (d time.Duration, ok, present bool) {
 	if len(vs) == 0 {
 		return 0, false, false
@@ -191,6 +191,6 @@ func reset(vs []string, now time.Time) (d time.Duration, ok, present bool) {
 	if v > epochAfter {
 		v = max(v-float64(now.UnixNano())/1e9, 0)
 	}
-	v = min(v, shaper.MaxQuotaPause.Seconds())
+	v = min(v, policy.MaxQuotaPause.Seconds())
 	return time.Duration(v * float64(time.Second)), true, true
 }

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 func TestReadQuota(t *testing.T) {
 	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	epoch := strconv.FormatInt(now.Unix(), 10)
 	s := time.Second
-	type q = shaper.Quota
+	type q = policy.Quota
 	for _, tc := range []struct {
 		name string
 		hdr  map[string][]string
@@ -48,7 +49,7 @@ func TestReadQuota(t *testing.T) {
 		{"x-ratelimit decimal delta", map[string][]string{"X-Ratelimit-Reset": {"0.25"}},
 			&q{Remaining: -1, Reset: s / 4}, 0},
 		{"reset capped at an hour", map[string][]string{"X-Ratelimit-Reset": {"86400"}},
-			&q{Remaining: -1, Reset: shaper.MaxQuotaPause}, 0},
+			&q{Remaining: -1, Reset: policy.MaxQuotaPause}, 0},
 		{"limit with policies: the lowest rate", map[string][]string{"X-Ratelimit-Limit": {"100, 100;w=60, 10;w=1"}},
 			&q{Limit: 100, Window: 60 * s, Remaining: -1, Reset: -1}, 0},
 		{"earlier draft fields", map[string][]string{

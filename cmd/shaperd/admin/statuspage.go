@@ -17,6 +17,7 @@ import (
 
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // statusHTML is the admin listener's GET /: one row per downstream (queue
@@ -163,13 +164,13 @@ func held(st shaper.LaneStatus) (class, state, note string, ok bool) {
 		return "idle", "removing", "draining what it holds", true
 	case st.Paused:
 		return "paused", "paused", "by the admin API; jobs keep queueing", true
-	case st.Breaker == shaper.BreakerOpen:
+	case st.Breaker == policy.BreakerOpen:
 		note := "downstream failing; jobs held"
 		if st.BreakerUntil != nil {
 			note += " until a probe at " + st.BreakerUntil.Format("15:04:05")
 		}
 		return "breaker", "breaker open", note, true
-	case st.Breaker == shaper.BreakerHalfOpen:
+	case st.Breaker == policy.BreakerHalfOpen:
 		return "breaker", "probing", "one probe job decides whether the breaker closes", true
 	}
 	return "", "", "", false
@@ -178,15 +179,15 @@ func held(st shaper.LaneStatus) (class, state, note string, ok bool) {
 // breakerChip is the breaker cell: its chip class and text, and a note.
 func breakerChip(st shaper.LaneStatus) (class, text, note string) {
 	switch st.Breaker {
-	case shaper.BreakerOpen:
+	case policy.BreakerOpen:
 		if st.BreakerUntil != nil {
 			note = "probe at " + st.BreakerUntil.Format("15:04:05")
 		}
 		return "chip open", string(st.Breaker), note
-	case shaper.BreakerHalfOpen:
+	case policy.BreakerHalfOpen:
 		return "chip half", string(st.Breaker), ""
 	}
-	return "chip ok", string(shaper.BreakerClosed), ""
+	return "chip ok", string(policy.BreakerClosed), ""
 }
 
 // sameUnit formats rate in the unit the page shows ref in (the script's

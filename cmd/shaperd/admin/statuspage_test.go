@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 func TestStatusPage(t *testing.T) {
@@ -120,9 +121,9 @@ func TestStatusPageLimitAndBreaker(t *testing.T) {
 	until := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	var buf bytes.Buffer
 	err := statusTmpl.Execute(&buf, statusRows(downstreamRows(context.Background(), time.Now(), []shaper.LaneStatus{
-		{Name: "api", Rate: 100, EffectiveRate: 37.123, Capacity: 10, Breaker: shaper.BreakerClosed},
-		{Name: "erp", Rate: 0.5, Capacity: 10, Breaker: shaper.BreakerOpen, BreakerUntil: &until},
-		{Name: "legacy", Rate: 2, Capacity: 10, Breaker: shaper.BreakerHalfOpen},
+		{Name: "api", Rate: 100, EffectiveRate: 37.123, Capacity: 10, Breaker: policy.BreakerClosed},
+		{Name: "erp", Rate: 0.5, Capacity: 10, Breaker: policy.BreakerOpen, BreakerUntil: &until},
+		{Name: "legacy", Rate: 2, Capacity: 10, Breaker: policy.BreakerHalfOpen},
 		{Name: "old", Rate: 2, EffectiveRate: 2, Capacity: 10}, // no breaker field: closed
 	}, nil)))
 	if err != nil {

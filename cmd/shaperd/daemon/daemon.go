@@ -19,6 +19,7 @@ import (
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/dedupe"
+	"github.com/shaperd/shaper/shaper/metrics"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
@@ -39,7 +40,7 @@ type Daemon struct {
 	log     *slog.Logger
 	reg     *prometheus.Registry
 	metrics *daemonMetrics
-	jobs    *shaper.Metrics
+	jobs    *metrics.Metrics
 	deadMet *deadletter.Metrics
 	dedupe  *dedupe.Table[shaper.Receipt]
 	history *admin.History

@@ -13,6 +13,7 @@ import (
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/dedupe"
+	"github.com/shaperd/shaper/shaper/metrics"
 )
 
 // maxWaitingRetry is the Retry-After of a copy refused because
@@ -26,7 +27,7 @@ const maxWaitingRetry = time.Second
 type intake struct {
 	limits   func() intakeLimits
 	shaper   *shaper.Shaper
-	jobs     *shaper.Metrics
+	jobs     *metrics.Metrics
 	metrics  *daemonMetrics
 	dedupe   *dedupe.Table[shaper.Receipt]
 	known    func(downstream string) (deadLetter string, ok bool) // configured downstreams
@@ -125,7 +126,7 @@ func (in *intake) reject(msg *nats.Msg, job *queue.Job, rej *rejection) {
 		}
 	}
 	in.jobs.Received(label)
-	in.jobs.Rejected(label, rej.reason)
+	in.jobs.Rejected(label, string(rej.reason))
 	if job == nil {
 		job = &queue.Job{Payload: msg.Data}
 	}

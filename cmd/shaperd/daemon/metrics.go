@@ -6,7 +6,7 @@ import (
 )
 
 // daemonMetrics are the daemon's own series: NATS connection state, intake
-// health and config reloads. Job and queue series belong to shaper.Metrics.
+// health and config reloads. Job and queue series belong to shaper/metrics.
 type daemonMetrics struct {
 	natsConnected       prometheus.Gauge
 	natsReconnects      prometheus.Counter

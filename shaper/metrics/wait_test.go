@@ -1,4 +1,4 @@
-package shaper
+package metrics
 
 import (
 	"math"
@@ -73,14 +73,14 @@ func TestQueueWaitQuantilesNearMaxWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
-			m := NewMetrics(reg)
-			lm := m.forLane("printer", maxWait)
-			coarse := m.forLane("other", 0) // the coarse layout alone, beside it
+			m := New(reg, Labels{Unknown: "_unknown"})
+			lm := m.ForLane("printer", maxWait)
+			coarse := m.ForLane("other", 0) // the coarse layout alone, beside it
 			waits := make([]float64, 20000)
 			for i := range waits {
 				waits[i] = tc.draw()
-				lm.wait.Observe(waits[i])
-				coarse.wait.Observe(waits[i])
+				lm.Wait.Observe(waits[i])
+				coarse.Wait.Observe(waits[i])
 			}
 			slices.Sort(waits)
 			h := waitHistogram(t, reg, "printer")
@@ -119,13 +119,13 @@ func TestQueueWaitBuckets(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	m := NewMetrics(reg)
-	m.forLane("printer", 30*time.Second)
-	if again := m.forLane("printer", time.Minute); len(waitHistogram(t, reg, "printer").GetBucket()) != len(waitBuckets(30*time.Second)) {
+	m := New(reg, Labels{Unknown: "_unknown"})
+	m.ForLane("printer", 30*time.Second)
+	if again := m.ForLane("printer", time.Minute); len(waitHistogram(t, reg, "printer").GetBucket()) != len(waitBuckets(30*time.Second)) {
 		t.Errorf("a second lane of the same name changed the layout (%v)", again)
 	}
-	m.forget("printer")
-	m.forget("printer")
+	m.Forget("printer")
+	m.Forget("printer")
 	mfs, _ := reg.Gather()
 	for _, mf := range mfs {
 		if mf.GetName() == waitName {
