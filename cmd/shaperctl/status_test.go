@@ -50,13 +50,11 @@ func TestStatusErrors(t *testing.T) {
 		_, _ = w.Write([]byte(`{"error":"starting"}`))
 	}))
 	defer starting.Close()
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close() // nothing listens there any more
 	tests := []struct {
 		name, admin, want string
 	}{
-		{"unreachable", down.URL, "cannot reach the admin API at " + down.URL},
-		{"unreachable hint", down.URL, "is shaperd running? is -admin right (admin.listen in its config)?"},
+		{"unreachable", unreachableAdmin, "cannot reach the admin API at " + unreachableAdmin},
+		{"unreachable hint", unreachableAdmin, "is shaperd running? is -admin right (admin.listen in its config)?"},
 		{"503", starting.URL, "503 Service Unavailable: starting"},
 	}
 	for _, tt := range tests {
