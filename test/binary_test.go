@@ -78,6 +78,7 @@ func writeFile(t *testing.T, body string) string {
 }
 
 func TestShaperdConfigErrors(t *testing.T) {
+	t.Parallel()
 	bad := writeFile(t, `
 downstreams:
   printer:

@@ -15,6 +15,7 @@ import (
 // is dead-lettered or dropped while held, and every job is delivered once
 // it heals.
 func TestBreakerHoldsThroughOutage(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	var healAt atomic.Int64 // unix ns; 0 = not set yet: down

@@ -197,26 +197,28 @@ func laneQ(name, rate, queue, url string) string {
 `, name, rate, queue, url)
 }
 
-// TestFeatureSeveralLimits: 10/s burst 10 AND 15 per minute (a fixed window
-// aligned to the minute). 20 jobs at once: the bucket's 10. A second later
-// 20 more: the window's last 5; the rest rejected until the minute, and
-// refunded to the bucket. The proof of the refunds: 10 more jobs just
-// before the minute, all refused by the window, would have emptied the
-// bucket; just after it, 10 jobs are all admitted (without refunds the
-// bucket would hold about 7).
+// TestFeatureSeveralLimits: 10/s burst 10 AND 15 per 10 s (a fixed window
+// aligned to the clock, as a 1-minute one starts on the minute; 10 s keeps
+// the test from waiting for the next minute). 20 jobs at once: the
+// bucket's 10. A second later 20 more: the window's last 5; the rest
+// rejected until the window ends, and refunded to the bucket. The proof of
+// the refunds: 10 more jobs just before the window's end, all refused by
+// the window, would have emptied the bucket; just after it, 10 jobs are
+// all admitted (without refunds the bucket would hold about 7).
 func TestFeatureSeveralLimits(t *testing.T) {
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("api", "200/s", 1000, `    admission:
       limits:
         - { mode: token_bucket, rate: 10/s, burst: 10 }
-        - { mode: fixed_window, limit: 15, window: 1m }
+        - { mode: fixed_window, limit: 15, window: 10s }
 `, ds.URL)))
-	// Run the first two bursts at least 5 s before a minute boundary.
-	if now := time.Now(); now.Second() >= 55 {
-		time.Sleep(now.Truncate(time.Minute).Add(time.Minute + 100*time.Millisecond).Sub(now))
+	// Run the first two bursts at least 5 s before the window's end.
+	const window = 10 * time.Second
+	if now := time.Now(); now.Sub(now.Truncate(window)) >= window-5*time.Second {
+		time.Sleep(now.Truncate(window).Add(window + 100*time.Millisecond).Sub(now))
 	}
-	minute := time.Now().Truncate(time.Minute).Add(time.Minute) // the window's end
+	end := time.Now().Truncate(window).Add(window) // the window's end
 
 	t1 := time.Now()
 	got1 := burst(t, in.nc, "shaper.jobs.api", "k", 20)
@@ -236,28 +238,28 @@ func TestFeatureSeveralLimits(t *testing.T) {
 	if a2 := accepted(got2); a1+a2 != 15 {
 		t.Fatalf("second burst: %d accepted after %d, want the window's 15 in all", a2, a1)
 	}
-	wait := int((time.Until(minute) + time.Second - 1) / time.Second) // whole seconds, rounded up
+	wait := int((time.Until(end) + time.Second - 1) / time.Second) // whole seconds, rounded up
 	for _, r := range got2 {
 		if r.Status == "accepted" {
 			continue
 		}
 		if r.Reason != "rate_limited" || r.RetryAfter < wait-1 || r.RetryAfter > wait+1 || r.Header.Get("Retry-After") != strconv.Itoa(r.RetryAfter) {
-			t.Fatalf("second burst rejection %+v, want rate_limited with Retry-After until the minute (%d s)", r, wait)
+			t.Fatalf("second burst rejection %+v, want rate_limited with Retry-After until the window ends (%d s)", r, wait)
 		}
 	}
 
-	time.Sleep(time.Until(minute.Add(-600 * time.Millisecond)))
+	time.Sleep(time.Until(end.Add(-600 * time.Millisecond)))
 	for _, r := range burst(t, in.nc, "shaper.jobs.api", "k", 10) {
 		if r.Reason != "rate_limited" || r.RetryAfter != 1 {
-			t.Fatalf("just before the minute: %+v, want rate_limited by the window", r)
+			t.Fatalf("just before the window ends: %+v, want rate_limited by the window", r)
 		}
 	}
-	time.Sleep(time.Until(minute.Add(150 * time.Millisecond)))
+	time.Sleep(time.Until(end.Add(150 * time.Millisecond)))
 	a4 := accepted(burst(t, in.nc, "shaper.jobs.api", "k", 10))
 	if a4 != 10 {
-		t.Fatalf("after the minute: %d of 10 accepted, want 10 (the bucket was refunded)", a4)
+		t.Fatalf("after the window ended: %d of 10 accepted, want 10 (the bucket was refunded)", a4)
 	}
-	t.Logf("burst 1: %d/20 accepted; +1.1s: %d/20 (Retry-After %d s, the minute); minute-0.6s: 0/10; minute+0.15s: %d/10", a1, 15-a1, wait, a4)
+	t.Logf("burst 1: %d/20 accepted; +1.1s: %d/20 (Retry-After %d s, the window's end); end-0.6s: 0/10; end+0.15s: %d/10", a1, 15-a1, wait, a4)
 	ds.waitHits(t, 25, 10*time.Second)
 	// Refunds: the window for each of burst 1's rejections, the bucket for
 	// each of burst 2's and all 10 of burst 3: (20-a1)+(20-a2)+10 = 35.

@@ -64,6 +64,7 @@ func TestKillNineLosesNoAcceptedJob(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kill -9 ledger takes ~30 s; run without -short")
 	}
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	ds.delay = 5 * time.Millisecond
@@ -139,6 +140,7 @@ downstreams:
 // The memory backend loses exactly what it held at kill -9: the depth the
 // admin API reported (nothing in flight, the lane being paused).
 func TestKillNineMemoryLossAccounted(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	conf := fmt.Sprintf(`

@@ -191,14 +191,12 @@ func TestHealth(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": "stopping"})
 	}))
 	defer sick.Close()
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close()
 	runCases(t, []cliCase{
 		{"open with basic auth", nil, []string{"health", "-admin", plain.URL}, exitOK, "ok: " + plain.URL + "/healthz"},
 		{"tls", nil, []string{"health", "-admin", srv.URL, "-ca", certFile(t, srv)}, exitOK, "ok: " + srv.URL + "/healthz"},
 		{"env", map[string]string{envAdminURL: srv.URL, envAdminCA: certFile(t, srv)}, []string{"health"}, exitOK, "ok: " + srv.URL},
 		{"not 200", nil, []string{"health", "-admin", sick.URL}, exitFailed, "GET /healthz: 503 Service Unavailable: stopping"},
-		{"down", nil, []string{"health", "-admin", down.URL}, exitFailed, "cannot reach the admin API at " + down.URL},
+		{"down", nil, []string{"health", "-admin", unreachableAdmin}, exitFailed, "cannot reach the admin API at " + unreachableAdmin},
 		{"timeout", nil, []string{"health", "-timeout", "0s"}, exitUsage, "-timeout must be positive"},
 		{"help", nil, []string{"health", "-h"}, exitOK, "/healthz needs no credentials"},
 	})

@@ -130,8 +130,6 @@ payload (28 bytes):
 
 func TestDeadErrors(t *testing.T) {
 	a := newDeadAdmin(t)
-	down := httptest.NewServer(http.NotFoundHandler())
-	down.Close()
 	tests := []struct {
 		name string
 		args []string
@@ -149,10 +147,10 @@ func TestDeadErrors(t *testing.T) {
 		{"stray seq", []string{"list", "-downstream", "printer", "-seq", "3"}, exitUsage, "list does not take -seq"},
 		{"404", []string{"list", "-downstream", "nope", "-admin", a.URL}, exitFailed,
 			`GET /v1/downstreams/nope/dead: 404 Not Found: no downstream named "nope"`},
-		{"unreachable", []string{"list", "-downstream", "printer", "-admin", down.URL}, exitFailed,
-			"cannot reach the admin API at " + down.URL},
-		{"password hidden", []string{"list", "-downstream", "printer", "-admin", strings.Replace(down.URL, "http://", "http://ops:s3cret@", 1)},
-			exitFailed, "cannot reach the admin API at " + down.URL + ":"},
+		{"unreachable", []string{"list", "-downstream", "printer", "-admin", unreachableAdmin}, exitFailed,
+			"cannot reach the admin API at " + unreachableAdmin},
+		{"password hidden", []string{"list", "-downstream", "printer", "-admin", strings.Replace(unreachableAdmin, "http://", "http://ops:s3cret@", 1)},
+			exitFailed, "cannot reach the admin API at " + unreachableAdmin + ":"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,6 +11,14 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// unreachableAdmin is an admin URL where nothing listens: port 1 (tcpmux)
+// is privileged and served by nothing on a developer's or a CI machine, so
+// a dial is refused at once. The port of a closed test server would not
+// do: on a busy machine another process can take it, and a dial into a
+// listener that answers no SYN (its backlog full) hangs until the client's
+// timeout, then goes on in the transport past the test's end.
+const unreachableAdmin = "http://127.0.0.1:1"
+
 // runCmd runs shaperctl with args and returns the exit code and outputs.
 func runCmd(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

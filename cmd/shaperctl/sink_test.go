@@ -106,7 +106,8 @@ func TestSinkDelayEndsOnShutdown(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- serveSink(ctx, ln, sinkOptions{Status: 200, Delay: time.Hour}, io.Discard) }()
+	out := &lockedBuffer{}
+	go func() { done <- serveSink(ctx, ln, sinkOptions{Status: 200, Delay: time.Hour}, out) }()
 	reqDone := make(chan struct{})
 	go func() {
 		defer close(reqDone)
@@ -115,7 +116,14 @@ func TestSinkDelayEndsOnShutdown(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	time.Sleep(100 * time.Millisecond) // let the request reach its delay
+	// The sink prints a request's line before its delay: once the line is
+	// there, the request is in its delay (not still dialing).
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "POST /"); {
+		if time.Now().After(deadline) {
+			t.Fatal("the request did not reach the sink within 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	start := time.Now()
 	cancel()
 	if err := <-done; err != nil {

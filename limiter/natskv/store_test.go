@@ -200,6 +200,7 @@ func TestKeysAreHashed(t *testing.T) {
 // An idle key vanishes from the bucket once its state is fresh again (TTL
 // rounded up to whole seconds, then the expiry marker's second).
 func TestIdleKeysExpire(t *testing.T) {
+	t.Parallel() // waits out a TTL in real time, on a server of its own
 	srv := runServer(t)
 	st := newStore(t, srv, Settings{})
 	l := newLimiter(t, st, limiter.Config{Mode: limiter.TokenBucketMode, Rate: 10, Burst: 5}, Options{})
@@ -343,6 +344,7 @@ func TestApproximateBound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 3 s of real time")
 	}
+	t.Parallel() // 3 s of real time, mostly sleeping, on a server of its own
 	srv := runServer(t)
 	cfg := limiter.Config{Mode: limiter.TokenBucketMode, Rate: 10, Burst: 50}
 	var ls []*Limiter
