@@ -168,7 +168,7 @@ func judge(sink *simSink, t0 time.Time, from time.Duration, capacity float64) (a
 	return float64(ok) / (capacity * span), float64(over) / float64(max(ok+over, 1))
 }
 
-// TestAdaptiveSettles is issue 7's figure, with the probing of issue 18:
+// TestAdaptiveSettles is the adaptive rate's settling figure, with probing:
 // configured 100/s, a token bucket of 40/s burst 4 behind it. From 2 s on
 // the effective rate is within ±15 % of 40/s at least 90 % of the time and
 // never below 30/s (a probe above the capacity is cut back, not the rate

@@ -19,7 +19,7 @@ import (
 //                        (t0 + k/rate), measured when Deliver is entered
 //   max100ms_excess      most starts in any 100 ms window minus rate×0.1
 //   max100ms_excess_dispatch  the same over the scheduler's dispatch instants
-//   max250ms_excess      the same for 250 ms (SPEC allows rate×0.025+1)
+//   max250ms_excess      the same for 250 ms (the pacing bound allows rate×0.025+1)
 //   cpu_%core            process CPU (user+sys, getrusage) ÷ wall time
 
 // stampSink records when each try is entered and how late that is.

@@ -52,7 +52,7 @@ func TestWouldExpire(t *testing.T) {
 }
 
 // TestWouldExpireOffByDefault: without RejectWouldExpire such jobs are
-// accepted and dropped later as expired (the SPEC's behaviour).
+// accepted and dropped later as expired (the documented behaviour).
 func TestWouldExpireOffByDefault(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := laneCfg("a", 10, 100)

@@ -11,7 +11,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 )
 
-// fairRun is issue 7's fairness figure: a lane at 100/s, capacity 200;
+// fairRun is the fairness figure of BENCHMARKS.md: a lane at 100/s, capacity 200;
 // nine tenants each send 5 jobs/s; with flood, a tenth sends 500/s (100×).
 // It returns the nine's worst and mean wait, and the flooder's receipts.
 func fairRun(t *testing.T, fair, flood bool) (worst, mean time.Duration, flooder []Receipt, h *harness) {

@@ -9,7 +9,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 )
 
-// TestSeedBurst is SPEC's example: 15 jobs at once into capacity 10 at 2/s.
+// TestSeedBurst is the README's example: 15 jobs at once into capacity 10 at 2/s.
 func TestSeedBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sink := newRecSink(nil)

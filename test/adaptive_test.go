@@ -181,8 +181,8 @@ func TestAdaptiveShapesBinary(t *testing.T) {
 }
 
 // TestAdaptiveShapeTable is BENCHMARKS.md's table: every shape for twice
-// its run, adaptive then fixed, one at a time, with issue 18's figures
-// asserted for adaptive. Behind -shaper.adaptive (about 10 minutes).
+// its run, adaptive then fixed, one at a time, with the adaptive targets
+// (docs/policies.md) asserted for adaptive. Behind -shaper.adaptive (about 10 minutes).
 func TestAdaptiveShapeTable(t *testing.T) {
 	if !*adaptiveTable {
 		t.Skip("run with -shaper.adaptive (about 10 minutes)")

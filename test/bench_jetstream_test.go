@@ -14,7 +14,7 @@ import (
 // BenchmarkIntakeBackends compares accepted requests/s, 64 in flight, of
 // the daemon with the jetstream backend, with the memory backend, and of a
 // bare JetStream publish (js.Publish, 64 goroutines) to a stream with the
-// same settings (file, work queue, discard new, duplicate window). Issue 5's
+// same settings (file, work queue, discard new, duplicate window). The
 // target: jetstream ≥ 0.5 × bare-jetstream-publish.
 //
 //	go test ./test -run '^$' -bench BenchmarkIntakeBackends -benchtime 20000x -count 3

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// inFlight is how many requests a benchmark keeps outstanding (issue 3: 64).
+// inFlight is how many requests a benchmark keeps outstanding (64).
 const inFlight = 64
 
 // BenchmarkIntake compares accepted requests/s through the daemon with a

@@ -21,7 +21,7 @@ import (
 	"github.com/shaperd/shaper/config"
 )
 
-// SPEC "Dead letters are kept": the store, read with nats.go directly.
+// Dead letters are kept (docs/dead-letters.md): the store, read with nats.go directly.
 
 // deadStored returns downstream's stored dead letters, oldest first (none
 // when its stream does not exist).

@@ -195,7 +195,7 @@ func TestDurableDedupeAcrossRestart(t *testing.T) {
 	_ = strings.TrimSpace
 }
 
-// SPEC: a burst of N into an idle downstream accepts exactly min(N,
+// The contract: a burst of N into an idle downstream accepts exactly min(N,
 // capacity), on the durable backend too, even when the burst is spread out
 // enough for the first job to be delivered in the middle of it: the
 // delivered job keeps its slot in the stream until its interval ends, as it

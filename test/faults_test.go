@@ -28,7 +28,7 @@ func maxInWindow(hits []hit, w time.Duration) int {
 }
 
 // checkPace fails if any window of 250 ms or more holds more starts than
-// SPEC allows: rate × W × 1.1 + 1.
+// The pacing bound allows: rate × W × 1.1 + 1.
 func checkPace(t *testing.T, hits []hit, rate float64) {
 	t.Helper()
 	for _, w := range []time.Duration{250 * time.Millisecond, time.Second} {

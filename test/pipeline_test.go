@@ -246,7 +246,7 @@ func TestExpiredJobsAreDroppedNotSentLate(t *testing.T) {
 	}
 }
 
-// Bad input gets the SPEC's rejection, counted; nothing crashes.
+// Bad input gets the documented rejection, counted; nothing crashes.
 func TestIntakeRejections(t *testing.T) {
 	srv := runNATS(t)
 	ds := newDownstream(t)

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Downstreams whose limit has a shape (issue 18): each a real HTTP server
+// Downstreams whose limit has a shape: each a real HTTP server
 // that admits or refuses every request by its rule, sends the headers its
 // kind of API sends, and records every answer. The capacity is what it
 // really admits per second when it is sent enough.
@@ -235,7 +235,7 @@ type limitShape struct {
 	align time.Duration
 }
 
-// shapes are issue 18's downstream shapes. Capacities are 20..40/s behind
+// shapes are the downstream shapes of docs/policies.md. Capacities are 20..40/s behind
 // a 100/s ceiling.
 var shapes = []limitShape{
 	{"gcra 40/s burst 4", func(t *testing.T, _ time.Duration) *shapeDS {

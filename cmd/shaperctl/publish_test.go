@@ -25,7 +25,7 @@ func runNATS(t *testing.T) *server.Server {
 	return srv
 }
 
-// fakeDaemon answers jobs on shaper.jobs.printer per SPEC.md: a queue of
+// fakeDaemon answers jobs on shaper.jobs.printer per docs/protocol.md: a queue of
 // capacity slots (queue_full beyond, Retry-After 1), key-2 is rate limited
 // (Retry-After 3), and a repeated Nats-Msg-Id is an accepted duplicate.
 type fakeDaemon struct {
