@@ -27,8 +27,8 @@
 // # Pacing
 //
 // One scheduler goroutine owns one time.Timer and a min-heap of lanes keyed
-// by when each next wants to start; there is no goroutine or timer per job
-// or per lane. Starts follow an absolute schedule (schedule.go, the only
+// by when each next wants to start (package wake); there is no goroutine or
+// timer per job or per lane. Starts follow an absolute schedule (schedule.go, the only
 // writer of a lane's next slot and rate): each start takes slot s = max(next,
 // the job's ready time, the policies' NotBefore), then next = s + cost/rate.
 // A scheduler that wakes late starts every slot it missed, but never slots

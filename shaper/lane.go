@@ -10,11 +10,12 @@ import (
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
 	"github.com/shaperd/shaper/shaper/policy"
+	"github.com/shaperd/shaper/shaper/wake"
 )
 
 // lane is one downstream: its queue, its schedule, its sink. Deliveries run
 // in their own goroutines (at most Concurrency at once); starts are made only
-// by the scheduler goroutine through runDue.
+// by the scheduler goroutine through RunDue.
 type lane struct {
 	s    *Shaper
 	name string
@@ -50,9 +51,9 @@ type lane struct {
 	pushback policy.Pushback
 	policies []policy.Policy
 
-	// Guarded by scheduler.mu.
-	wake time.Time
-	idx  int
+	// The lane's place in the shaper's scheduler, guarded by the
+	// scheduler's lock (lock order: lane.mu, then the scheduler's).
+	wake *wake.Handle[*lane]
 }
 
 // counters back LaneStatus; guarded by lane.mu.
@@ -70,10 +71,11 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 	}
 	l := &lane{
 		s: s, name: cfg.Name, m: s.met.ForLane(cfg.Name, cfg.MaxWait),
-		q: q, sink: sink, adm: adm, idx: -1,
+		q: q, sink: sink, adm: adm,
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
 	}
+	l.wake = wake.NewHandle(l)
 	l.compose()
 	l.setConfig(cfg, now)
 	l.noteAdmitter()
@@ -123,15 +125,15 @@ func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.m.RateConfigured.Set(cfg.Rate)
 }
 
-// runDue starts every job the schedule allows at now, then reschedules the
-// lane. Called by the scheduler goroutine only.
-func (l *lane) runDue(now time.Time) {
+// RunDue starts every job the schedule allows at now, then reschedules the
+// lane (wake.Item). Called by the scheduler goroutine only.
+func (l *lane) RunDue(now time.Time) {
 	if l.runDueLocked(now) {
 		l.s.forget(l)
 	}
 }
 
-// runDueLocked is runDue under l.mu; it reports whether a removed lane is
+// runDueLocked is RunDue under l.mu; it reports whether a removed lane is
 // now finished.
 func (l *lane) runDueLocked(now time.Time) (gone bool) {
 	l.mu.Lock()
@@ -223,11 +225,11 @@ func (l *lane) reschedule(now time.Time) {
 	}
 	g := l.gate(now)
 	if !l.mayStart(g) {
-		l.s.sched.wantAt(l, time.Time{}, false) // an answer or a change reschedules
+		l.s.sched.WantAt(l.wake, time.Time{}, false) // an answer or a change reschedules
 		return
 	}
 	readyAt, ok := l.q.NextReady()
-	l.s.sched.wantAt(l, l.sched.slotFor(readyAt, g.NotBefore), ok)
+	l.s.sched.WantAt(l.wake, l.sched.slotFor(readyAt, g.NotBefore), ok)
 }
 
 // idle reports whether a removed lane has nothing left to do: no job only
