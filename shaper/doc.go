@@ -41,7 +41,8 @@
 //
 // When and how fast a lane may start is decided by its policies (package
 // policy), each a value behind one interface: the downstream's pushback
-// pause, its advertised quota, the adaptive rate and the circuit breaker.
+// pause, its advertised quota, the adaptive rate, the circuit breaker, the
+// admin API's pause and the hold while a kept learned rate is read.
 // Each observes the lane's starts and answers, and answers a Gate; the lane
 // asks all of them and takes the strictest answer (policies.go): the latest
 // NotBefore, the lowest rate cap (the configured rate is one), the lowest

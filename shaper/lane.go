@@ -32,13 +32,11 @@ type lane struct {
 	sink     Sink
 	inflight int
 	limit    int  // tries allowed in flight at the last gate
-	paused   bool // by the admin API
 	removed  bool // dropped from the config: no intake, drains, then goes
 	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
 	c        counters
-	kept     keptRate // the learned rate kept in Deps.Rates (learned.go)
 	// replayWake is closed by reschedule for replays waiting on this
 	// lane (replay.go); nil while none waits.
 	replayWake chan struct{}
@@ -49,6 +47,8 @@ type lane struct {
 	adaptive policy.Adaptive
 	brk      policy.Breaker
 	pushback policy.Pushback
+	pause    policy.Paused // by the admin API
+	kept     policy.Kept   // the learned rate kept in Deps.Rates (learned.go)
 	policies []policy.Policy
 
 	// The lane's place in the shaper's scheduler, guarded by the
@@ -166,11 +166,11 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 }
 
 // mayStart reports whether the lane may start a job under g (ignoring
-// time: g.NotBefore goes into the slot): not paused by the admin API, not
-// held by a policy, under the in-flight limit, not closing, and not while
-// a kept rate is being read (learned.go). Requires l.mu.
+// time: g.NotBefore goes into the slot): not held by a policy (the admin
+// API's pause, a kept rate being read), under the in-flight limit, and not
+// closing. Requires l.mu.
 func (l *lane) mayStart(g policy.Gate) bool {
-	return !l.paused && !g.Held && l.inflight < g.Limit && !l.s.closing.Load() && !l.kept.restoring
+	return !g.Held && l.inflight < g.Limit && !l.s.closing.Load()
 }
 
 // start launches one delivery in its own goroutine; slot is the schedule
