@@ -79,8 +79,8 @@
 // starts, waits up to Settings.ShutdownGrace for in-flight deliveries
 // (then cancels them: those jobs are dead-lettered as shutdown), and
 // dead-letters every queued job with ReasonShutdown. Apply reconfigures in
-// place (see Apply). Dead letters are published by one goroutine, in order
-// per downstream, outside every lock; a job is given up (a durable one
+// place (see Apply). Dead letters are published by one goroutine (package
+// outbox), in order per downstream, outside every lock; a job is given up (a durable one
 // deleted) only once the DeadLetterer took its dead letter, and one it
 // refuses is tried again, 1 s doubling to 30 s, while the job stays queued.
 //
