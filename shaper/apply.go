@@ -174,8 +174,8 @@ func (s *Shaper) removeLane(l *lane, now time.Time) {
 	delete(s.active, l.name)
 	l.mu.Lock()
 	l.removed = true
-	if l.paused { // nobody could resume it any more: drain now
-		l.paused = false
+	if l.pause.On { // nobody could resume it any more: drain now
+		l.pause.On = false
 		l.sched.restartFrom(now)
 	}
 	l.reschedule(now)

@@ -69,7 +69,7 @@ func (l *lane) leaking(now time.Time) int {
 // interval. While the lane is paused by the admin API no start is scheduled
 // and the answer is 0 (unknown). Requires l.mu.
 func (l *lane) slotFreesIn(now time.Time) time.Duration {
-	if l.paused {
+	if l.pause.On {
 		return 0
 	}
 	if d := l.nextStartAt(now).Sub(now); d > 0 {
@@ -86,7 +86,7 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 // 0 while the lane is paused by the admin API (no start is scheduled).
 // Requires l.mu.
 func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
-	if l.paused {
+	if l.pause.On {
 		return 0
 	}
 	need = max(need, 1)

@@ -93,7 +93,7 @@ func TestQueueFullRetryAfterSameBeforeAndAfterStart(t *testing.T) {
 				l := h.sh.active["gql"]
 				h.sh.mu.RUnlock()
 				l.mu.Lock()
-				l.paused = false // unpaused but not yet started: the start is due now
+				l.pause.On = false // unpaused but not yet started: the start is due now
 				l.mu.Unlock()
 			}
 			rc := h.sh.Submit(&queue.Job{Downstream: "gql", Cost: 2}) // 9 + 2 > 10

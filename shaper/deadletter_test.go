@@ -203,11 +203,3 @@ func TestDeadLetterUnstoredAtShutdown(t *testing.T) {
 		})
 	}
 }
-
-func TestDeadLetterBackoff(t *testing.T) {
-	for fails, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 6: 30 * time.Second, 60: 30 * time.Second} {
-		if got := dlBackoff(fails); got != want {
-			t.Errorf("dlBackoff(%d) = %v, want %v", fails, got, want)
-		}
-	}
-}

@@ -32,7 +32,7 @@ func (l *lane) predictStart(now time.Time, ahead int) time.Time {
 // Requires l.mu.
 func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
 	wait := cmp0(job.MaxWait, l.cfg.MaxWait)
-	if !l.cfg.RejectWouldExpire || wait <= 0 || l.paused {
+	if !l.cfg.RejectWouldExpire || wait <= 0 || l.pause.On {
 		return rc, true
 	}
 	start := l.predictStart(now, l.q.Ahead(job))

@@ -27,8 +27,8 @@
 // # Pacing
 //
 // One scheduler goroutine owns one time.Timer and a min-heap of lanes keyed
-// by when each next wants to start; there is no goroutine or timer per job
-// or per lane. Starts follow an absolute schedule (schedule.go, the only
+// by when each next wants to start (package wake); there is no goroutine or
+// timer per job or per lane. Starts follow an absolute schedule (schedule.go, the only
 // writer of a lane's next slot and rate): each start takes slot s = max(next,
 // the job's ready time, the policies' NotBefore), then next = s + cost/rate.
 // A scheduler that wakes late starts every slot it missed, but never slots
@@ -41,7 +41,8 @@
 //
 // When and how fast a lane may start is decided by its policies (package
 // policy), each a value behind one interface: the downstream's pushback
-// pause, its advertised quota, the adaptive rate and the circuit breaker.
+// pause, its advertised quota, the adaptive rate, the circuit breaker, the
+// admin API's pause and the hold while a kept learned rate is read.
 // Each observes the lane's starts and answers, and answers a Gate; the lane
 // asks all of them and takes the strictest answer (policies.go): the latest
 // NotBefore, the lowest rate cap (the configured rate is one), the lowest
@@ -78,8 +79,8 @@
 // starts, waits up to Settings.ShutdownGrace for in-flight deliveries
 // (then cancels them: those jobs are dead-lettered as shutdown), and
 // dead-letters every queued job with ReasonShutdown. Apply reconfigures in
-// place (see Apply). Dead letters are published by one goroutine, in order
-// per downstream, outside every lock; a job is given up (a durable one
+// place (see Apply). Dead letters are published by one goroutine (package
+// outbox), in order per downstream, outside every lock; a job is given up (a durable one
 // deleted) only once the DeadLetterer took its dead letter, and one it
 // refuses is tried again, 1 s doubling to 30 s, while the job stays queued.
 //

@@ -10,11 +10,12 @@ import (
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
 	"github.com/shaperd/shaper/shaper/policy"
+	"github.com/shaperd/shaper/shaper/wake"
 )
 
 // lane is one downstream: its queue, its schedule, its sink. Deliveries run
 // in their own goroutines (at most Concurrency at once); starts are made only
-// by the scheduler goroutine through runDue.
+// by the scheduler goroutine through RunDue.
 type lane struct {
 	s    *Shaper
 	name string
@@ -31,13 +32,11 @@ type lane struct {
 	sink     Sink
 	inflight int
 	limit    int  // tries allowed in flight at the last gate
-	paused   bool // by the admin API
 	removed  bool // dropped from the config: no intake, drains, then goes
 	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
 	c        counters
-	kept     keptRate // the learned rate kept in Deps.Rates (learned.go)
 	// replayWake is closed by reschedule for replays waiting on this
 	// lane (replay.go); nil while none waits.
 	replayWake chan struct{}
@@ -48,11 +47,13 @@ type lane struct {
 	adaptive policy.Adaptive
 	brk      policy.Breaker
 	pushback policy.Pushback
+	pause    policy.Paused // by the admin API
+	kept     policy.Kept   // the learned rate kept in Deps.Rates (learned.go)
 	policies []policy.Policy
 
-	// Guarded by scheduler.mu.
-	wake time.Time
-	idx  int
+	// The lane's place in the shaper's scheduler, guarded by the
+	// scheduler's lock (lock order: lane.mu, then the scheduler's).
+	wake *wake.Handle[*lane]
 }
 
 // counters back LaneStatus; guarded by lane.mu.
@@ -70,10 +71,11 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 	}
 	l := &lane{
 		s: s, name: cfg.Name, m: s.met.ForLane(cfg.Name, cfg.MaxWait),
-		q: q, sink: sink, adm: adm, idx: -1,
+		q: q, sink: sink, adm: adm,
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
 	}
+	l.wake = wake.NewHandle(l)
 	l.compose()
 	l.setConfig(cfg, now)
 	l.noteAdmitter()
@@ -123,15 +125,15 @@ func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.m.RateConfigured.Set(cfg.Rate)
 }
 
-// runDue starts every job the schedule allows at now, then reschedules the
-// lane. Called by the scheduler goroutine only.
-func (l *lane) runDue(now time.Time) {
+// RunDue starts every job the schedule allows at now, then reschedules the
+// lane (wake.Item). Called by the scheduler goroutine only.
+func (l *lane) RunDue(now time.Time) {
 	if l.runDueLocked(now) {
 		l.s.forget(l)
 	}
 }
 
-// runDueLocked is runDue under l.mu; it reports whether a removed lane is
+// runDueLocked is RunDue under l.mu; it reports whether a removed lane is
 // now finished.
 func (l *lane) runDueLocked(now time.Time) (gone bool) {
 	l.mu.Lock()
@@ -164,11 +166,11 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 }
 
 // mayStart reports whether the lane may start a job under g (ignoring
-// time: g.NotBefore goes into the slot): not paused by the admin API, not
-// held by a policy, under the in-flight limit, not closing, and not while
-// a kept rate is being read (learned.go). Requires l.mu.
+// time: g.NotBefore goes into the slot): not held by a policy (the admin
+// API's pause, a kept rate being read), under the in-flight limit, and not
+// closing. Requires l.mu.
 func (l *lane) mayStart(g policy.Gate) bool {
-	return !l.paused && !g.Held && l.inflight < g.Limit && !l.s.closing.Load() && !l.kept.restoring
+	return !g.Held && l.inflight < g.Limit && !l.s.closing.Load()
 }
 
 // start launches one delivery in its own goroutine; slot is the schedule
@@ -223,11 +225,11 @@ func (l *lane) reschedule(now time.Time) {
 	}
 	g := l.gate(now)
 	if !l.mayStart(g) {
-		l.s.sched.wantAt(l, time.Time{}, false) // an answer or a change reschedules
+		l.s.sched.WantAt(l.wake, time.Time{}, false) // an answer or a change reschedules
 		return
 	}
 	readyAt, ok := l.q.NextReady()
-	l.s.sched.wantAt(l, l.sched.slotFor(readyAt, g.NotBefore), ok)
+	l.s.sched.WantAt(l.wake, l.sched.slotFor(readyAt, g.NotBefore), ok)
 }
 
 // idle reports whether a removed lane has nothing left to do: no job only

@@ -2,46 +2,21 @@ package shaper
 
 import (
 	"context"
-	"math"
 	"time"
+
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
-// A learned rate that is kept (Deps.Rates): what an adaptive lane learned — its effective rate and the
-// controller's idea of the downstream's window — is saved where every
-// instance can read it, so that a restarted daemon, or another instance
-// taking over a durable queue's drain, starts where the last drainer was
-// rather than at the ceiling.
-//
-//   - Read: by Apply (so by New) for every lane that becomes adaptive,
-//     before it starts anything; and by a durable lane whose queue hands it
-//     jobs after it started nothing for takeoverGap (a failover of the
-//     pinned drainer looks like that): the lane starts nothing until the
-//     read answered (at most keepTimeout).
-//   - Used: when not older than LearnedMaxAge and newer than what the lane
-//     kept itself; capped by the ceiling (and a reload that lowers the
-//     ceiling caps the rate at once, as before), never below keptFloor of
-//     it.
-//   - Saved: by one goroutine of Run's every keepEvery, for each adaptive
-//     lane whose value changed since it was last saved or read (never per
-//     job; the bare ceiling is not saved while nothing was learned), again
-//     after keepRefresh while the lane starts jobs, and once at shutdown.
+// The keeper keeps what adaptive lanes learned (Deps.Rates) by the rules
+// of policy.Kept: it reads a lane's kept value by Apply (so by New) for
+// every lane that becomes adaptive, and for a takeover (a durable lane
+// handed jobs after a gap), waiting at most keepTimeout; it saves the due
+// values from one goroutine of Run every keepEvery, and once at shutdown.
 const (
-	// LearnedMaxAge is the age past which a kept value is ignored.
-	LearnedMaxAge = time.Hour
-	keepEvery     = 2 * time.Second
-	keepRefresh   = LearnedMaxAge / 4
-	keepTimeout   = time.Second
-	takeoverGap   = 5 * time.Second
-	keptFloor     = 0.05
-	maxTakeovers  = 64 // takeover reads waiting for the keeper; beyond, the lane goes on unread
+	keepEvery    = 2 * time.Second
+	keepTimeout  = time.Second
+	maxTakeovers = 64 // takeover reads waiting for the keeper; beyond, the lane goes on unread
 )
-
-// Learned is what an adaptive lane learned of its downstream.
-type Learned struct {
-	Rate   float64       // effective drain rate, starts per second
-	Window time.Duration // the downstream's window (memory) as learned; 0 = unknown
-	At     time.Time     // when the lane ran at it
-}
 
 // Rates keeps learned values by downstream where every instance can read
 // them (the daemon: a NATS KV bucket). The shaper calls it from Apply and
@@ -49,57 +24,29 @@ type Learned struct {
 // bounded by its ctx. Load reports ok false for a downstream with nothing
 // kept.
 type Rates interface {
-	Load(ctx context.Context, downstream string) (v Learned, ok bool, err error)
-	Save(ctx context.Context, downstream string, v Learned) error
-}
-
-// keptRate is a lane's side of its kept value. Guarded by lane.mu.
-type keptRate struct {
-	v         Learned   // last value saved or used; zero = none
-	started   uint64    // counters.started when v was saved
-	restoring bool      // a takeover read is in flight: no start until it answers
-	asked     time.Time // when the value was last read
-}
-
-// toSave returns the value to keep at now, the lane's start count, and
-// whether it is due to be saved. Requires l.mu.
-func (l *lane) toSave(now time.Time) (Learned, uint64, bool) {
-	v, k := Learned{Rate: l.sched.rate, Window: l.adaptive.Window(), At: now}, l.kept
-	switch {
-	case !l.cfg.Adaptive:
-		return v, 0, false
-	case k.v.At.IsZero(): // nothing learned yet: the ceiling is no news
-		return v, l.c.started, v.Rate < l.cfg.Rate || v.Window > 0
-	case v.Rate != k.v.Rate || v.Window != k.v.Window:
-		return v, l.c.started, true
-	}
-	return v, l.c.started, l.c.started > k.started && now.Sub(k.v.At) >= keepRefresh
+	Load(ctx context.Context, downstream string) (v policy.Learned, ok bool, err error)
+	Save(ctx context.Context, downstream string, v policy.Learned) error
 }
 
 // restore makes a kept value the lane's rate at now, and reports whether
-// it did: only under Adaptive, for a sane value not older than
-// LearnedMaxAge and newer than the lane's own. Requires l.mu.
-func (l *lane) restore(v Learned, now time.Time) bool {
-	if !l.cfg.Adaptive || !(v.Rate > 0) || math.IsInf(v.Rate, 0) || v.Window < 0 ||
-		now.Sub(v.At) > LearnedMaxAge || !v.At.After(l.kept.v.At) {
+// it did (policy.Kept.Restore says when). Requires l.mu.
+func (l *lane) restore(v policy.Learned, now time.Time) bool {
+	v, ok := l.kept.Restore(v, now)
+	if !ok {
 		return false
 	}
-	v.Rate = min(max(v.Rate, keptFloor*l.cfg.Rate), l.cfg.Rate)
 	l.adaptive.Restore(v.Rate, v.Window, now)
 	l.setRate(v.Rate)
-	l.kept.v, l.kept.started = v, l.c.started
 	l.s.log.Info("adaptive rate restored from the kept value", "downstream", l.name,
 		"rate", v.Rate, "window", v.Window, "learned_at", v.At)
 	return true
 }
 
-// noteFetched asks for the kept value when a durable queue hands the lane
-// jobs at now after it started nothing for takeoverGap: another instance
-// may have drained until now. Requires l.mu.
+// noteFetched asks the keeper for the kept value when a durable queue hands
+// the lane jobs at now and policy.Kept calls it a takeover; the lane's
+// starts are held until the read answers. Requires l.mu.
 func (l *lane) noteFetched(now time.Time) {
-	k := &l.kept
-	if !l.cfg.Adaptive || l.s.keeper == nil || k.restoring || l.s.closing.Load() ||
-		(!l.sched.last.IsZero() && now.Sub(l.sched.last) < takeoverGap) || (!k.asked.IsZero() && now.Sub(k.asked) < takeoverGap) {
+	if l.s.keeper == nil || l.s.closing.Load() || !l.kept.Takeover(now, l.sched.last) {
 		return
 	}
 	if _, ok := l.q.NextReady(); !ok {
@@ -107,7 +54,7 @@ func (l *lane) noteFetched(now time.Time) {
 	}
 	select {
 	case l.s.keeper.reqs <- l:
-		k.restoring, k.asked = true, now
+		l.kept.Asking(now)
 	default: // the keeper is behind: go on at the current rate
 	}
 }
@@ -156,7 +103,7 @@ func (k *keeper) reload(ctx context.Context, l *lane, now time.Time) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.kept.restoring = false
+	l.kept.Answered()
 	if ok {
 		l.restore(v, now)
 	}
@@ -171,7 +118,7 @@ func (k *keeper) saveAll(ctx context.Context, sh *Shaper, now time.Time) {
 	defer cancel()
 	for _, l := range sh.allLanes() {
 		l.mu.Lock()
-		v, started, due := l.toSave(now)
+		v, starts, due := l.kept.ToSave(now, l.sched.rate, l.adaptive.Window())
 		l.mu.Unlock()
 		if !due {
 			continue
@@ -181,7 +128,7 @@ func (k *keeper) saveAll(ctx context.Context, sh *Shaper, now time.Time) {
 			continue
 		}
 		l.mu.Lock()
-		l.kept.v, l.kept.started = v, started
+		l.kept.Saved(v, starts)
 		l.mu.Unlock()
 	}
 }
@@ -197,7 +144,7 @@ func (k *keeper) warn(sh *Shaper, msg, downstream string, err error, now time.Ti
 
 // keptRead is one answer of preload.
 type keptRead struct {
-	v  Learned
+	v  policy.Learned
 	ok bool
 }
 
@@ -241,7 +188,7 @@ func (s *Shaper) restoreKept(read map[string]keptRead, now time.Time) {
 			continue
 		}
 		l.mu.Lock()
-		l.kept.asked = now
+		l.kept.Asked(now)
 		if r.ok && l.restore(r.v, now) {
 			l.reschedule(now)
 		}

@@ -11,20 +11,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // memRates is a Rates in memory that records every call.
 type memRates struct {
 	mu    sync.Mutex
-	kept  map[string]Learned
-	saves []Learned
+	kept  map[string]policy.Learned
+	saves []policy.Learned
 	loads int
 	fail  error // returned by every call when set
 }
 
-func newMemRates() *memRates { return &memRates{kept: map[string]Learned{}} }
+func newMemRates() *memRates { return &memRates{kept: map[string]policy.Learned{}} }
 
-func (m *memRates) Load(_ context.Context, name string) (Learned, bool, error) {
+func (m *memRates) Load(_ context.Context, name string) (policy.Learned, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.loads++
@@ -32,7 +33,7 @@ func (m *memRates) Load(_ context.Context, name string) (Learned, bool, error) {
 	return v, ok, m.fail
 }
 
-func (m *memRates) Save(_ context.Context, name string, v Learned) error {
+func (m *memRates) Save(_ context.Context, name string, v policy.Learned) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.fail != nil {
@@ -43,16 +44,16 @@ func (m *memRates) Save(_ context.Context, name string, v Learned) error {
 	return nil
 }
 
-func (m *memRates) put(name string, v Learned) {
+func (m *memRates) put(name string, v policy.Learned) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.kept[name] = v
 }
 
-func (m *memRates) calls() (saves []Learned, loads int) {
+func (m *memRates) calls() (saves []policy.Learned, loads int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Learned(nil), m.saves...), m.loads
+	return append([]policy.Learned(nil), m.saves...), m.loads
 }
 
 // keptHarness is a running shaper whose lanes keep their rates in r.
@@ -114,7 +115,7 @@ func TestKeptRateSurvivesRestart(t *testing.T) {
 		h.learn("fixed", 12) // a fixed lane keeps nothing
 		time.Sleep(10 * time.Second)
 		saves, _ := r.calls()
-		if want := (Learned{Rate: 37, At: t0.Add(4 * time.Second)}); len(saves) != 1 || saves[0] != want {
+		if want := (policy.Learned{Rate: 37, At: t0.Add(4 * time.Second)}); len(saves) != 1 || saves[0] != want {
 			t.Fatalf("saves %v, want one %v", saves, want)
 		}
 		h.stop()
@@ -137,17 +138,17 @@ func TestKeptRateSurvivesRestart(t *testing.T) {
 func TestKeptRateBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		v    Learned
+		v    policy.Learned
 		age  time.Duration
 		want float64
 	}{
-		{"kept", Learned{Rate: 40}, time.Minute, 40},
-		{"capped", Learned{Rate: 80}, time.Minute, 50},
-		{"floored", Learned{Rate: 0.1}, time.Minute, 2.5},
-		{"almost stale", Learned{Rate: 40}, LearnedMaxAge, 40},
-		{"stale", Learned{Rate: 40}, LearnedMaxAge + time.Second, 50},
-		{"zero", Learned{Rate: 0}, time.Minute, 50},
-		{"negative window", Learned{Rate: 40, Window: -time.Second}, time.Minute, 50},
+		{"kept", policy.Learned{Rate: 40}, time.Minute, 40},
+		{"capped", policy.Learned{Rate: 80}, time.Minute, 50},
+		{"floored", policy.Learned{Rate: 0.1}, time.Minute, 2.5},
+		{"almost stale", policy.Learned{Rate: 40}, policy.LearnedMaxAge, 40},
+		{"stale", policy.Learned{Rate: 40}, policy.LearnedMaxAge + time.Second, 50},
+		{"zero", policy.Learned{Rate: 0}, time.Minute, 50},
+		{"negative window", policy.Learned{Rate: 40, Window: -time.Second}, time.Minute, 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -170,7 +171,7 @@ func TestKeptRateReloadCaps(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newMemRates()
 		t0 := time.Now()
-		r.put("api", Learned{Rate: 40, Window: time.Second, At: t0.Add(-time.Minute)})
+		r.put("api", policy.Learned{Rate: 40, Window: time.Second, At: t0.Add(-time.Minute)})
 		h := startKept(t, r, adaptiveCfg("api", 100))
 		defer h.stop()
 		time.Sleep(time.Second)
@@ -184,7 +185,7 @@ func TestKeptRateReloadCaps(t *testing.T) {
 			t.Errorf("after the reload: %v, want the new ceiling 30", got)
 		}
 		time.Sleep(2 * time.Second)
-		if saves, loads := r.calls(); len(saves) != 1 || saves[0] != (Learned{Rate: 30, Window: time.Second, At: t0.Add(2 * time.Second)}) || loads != 1 {
+		if saves, loads := r.calls(); len(saves) != 1 || saves[0] != (policy.Learned{Rate: 30, Window: time.Second, At: t0.Add(2 * time.Second)}) || loads != 1 {
 			t.Errorf("saves %v loads %d, want the capped 30 saved at 2s with the window it learned, and no read on reload", saves, loads)
 		}
 	})
@@ -219,8 +220,8 @@ func TestKeptRateTakeover(t *testing.T) {
 		kh := keptHarness{h}
 
 		time.Sleep(10 * time.Second)
-		r.put("api", Learned{Rate: 20, At: t0.Add(9 * time.Second)}) // the other instance's
-		if err := sh.Pause("api"); err != nil {                      // so that the submission cannot start before the fetch
+		r.put("api", policy.Learned{Rate: 20, At: t0.Add(9 * time.Second)}) // the other instance's
+		if err := sh.Pause("api"); err != nil {                             // so that the submission cannot start before the fetch
 			t.Fatal(err)
 		}
 		h.submit("api", 3)

@@ -140,7 +140,7 @@ func TestConcurrencySlowSink(t *testing.T) {
 	})
 }
 
-// TestLateSchedulerCatchUpBounded drives a lane's runDue directly with a
+// TestLateSchedulerCatchUpBounded drives a lane's RunDue directly with a
 // wake 50 ms late: it makes up at most 20 ms of schedule.
 func TestLateSchedulerCatchUpBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -157,8 +157,8 @@ func TestLateSchedulerCatchUpBounded(t *testing.T) {
 			sh.SubmitAt(t0, &queue.Job{Downstream: "a"})
 		}
 		l := sh.active["a"]
-		l.runDue(t0)
-		l.runDue(t0.Add(50 * time.Millisecond))
+		l.RunDue(t0)
+		l.RunDue(t0.Add(50 * time.Millisecond))
 		sh.deliveries.Wait()
 		if got := len(sink.all()); got != 1+21 {
 			t.Fatalf("%d starts, want 22: one at 0, then slots 30..50 ms", got)

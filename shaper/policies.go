@@ -16,12 +16,13 @@ import (
 // compose wires the lane's policies and lists them in the order they book
 // an answer: the advertised quota first (it caps the adaptive rate's
 // ceiling and may pause), the adaptive rate, the breaker, the pushback
-// pause. A new policy is a field of lane and one entry here.
+// pause, the admin API's pause, the kept learned rate (it holds while a
+// takeover read is in flight). A new policy is a field of lane and one entry here.
 func (l *lane) compose() {
 	l.quota.Pause, l.quota.OnPause = &l.pushback, l.quotaPaused
 	l.adaptive.Quota, l.adaptive.OnCut = &l.quota, l.m.RateCuts.Inc
 	l.brk.OnEvent = l.breakerEvent
-	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback}
+	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback, &l.pause, &l.kept}
 }
 
 // configurePolicies applies cfg to the policies that have settings.
@@ -30,6 +31,7 @@ func (l *lane) configurePolicies(cfg LaneSettings) {
 	l.quota.MaxWait = cfg.MaxWait
 	l.adaptive.Configure(policy.AdaptiveSettings{On: cfg.Adaptive, Ceiling: cfg.Rate, Concurrency: cfg.Concurrency})
 	l.brk.Configure(cfg.Breaker)
+	l.kept.Configure(cfg.Adaptive, cfg.Rate)
 }
 
 // gate is the strictest answer of the lane's policies at now, with the
@@ -73,8 +75,8 @@ type shown struct {
 // (a pushback's or quota's short holds do not zero it). Gauges are written
 // only when a value changed. Requires l.mu.
 func (l *lane) updatePaused() {
-	v := shown{paused: l.paused || l.pushback.Pausing(), rate: l.sched.rate, set: true}
-	if l.paused {
+	v := shown{paused: l.pause.On || l.pushback.Pausing(), rate: l.sched.rate, set: true}
+	if l.pause.On {
 		v.rate = 0
 	}
 	if v == l.shown {

@@ -5,6 +5,14 @@ import (
 	"time"
 )
 
+// catchUp is how much schedule a late scheduler may make up: when it wakes
+// after a lane's slot, it starts the lane's jobs for slots no older than
+// now-catchUp, so a late wake-up adds at most about 20 ms of starts
+// (docs/guarantees.md). Idle time is never made up: a lane that could not
+// start (empty, paused, at its concurrency cap) restarts its schedule from
+// the moment it could.
+const catchUp = 20 * time.Millisecond
+
 // schedule is a lane's absolute schedule of starts: each start takes slot
 // s = max(next, the job's ready time, the policies' NotBefore), then next =
 // s + cost × 1/rate. Its methods are the only code that writes its fields.

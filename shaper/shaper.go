@@ -13,6 +13,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/wake"
 )
 
 // Deps are the shaper's collaborators. Every field may be left zero.
@@ -69,7 +70,7 @@ type Shaper struct {
 	// closers closes the queues of removed lanes; Run waits for it.
 	closers sync.WaitGroup
 
-	sched      *scheduler
+	sched      *wake.Scheduler[*lane] // one goroutine and one timer for every lane
 	dl         *dlWorker
 	keeper     *keeper // nil without Deps.Rates
 	closing    atomic.Bool
@@ -92,7 +93,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 	sh := &Shaper{
 		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
-		sched: newScheduler(), ready: make(chan struct{}), keeper: newKeeper(deps.Rates),
+		sched: wake.New[*lane](), ready: make(chan struct{}), keeper: newKeeper(deps.Rates),
 		remoteSem: make(chan struct{}, maxRemoteDecisions),
 	}
 	if sh.log == nil {
@@ -118,7 +119,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 // Ready is closed once Run has started its scheduler.
 func (s *Shaper) Ready() <-chan struct{} { return s.ready }
 
-// Run starts jobs until ctx is done, then shuts down (SPEC "Lifecycle"):
+// Run starts jobs until ctx is done, then shuts down (docs/operating.md, "Reload and shutdown"):
 // intake stops (Submit answers unavailable), no new job starts, in-flight
 // deliveries get Settings.ShutdownGrace to finish before their contexts are
 // cancelled, every job still queued is dead-lettered with ReasonShutdown,
@@ -141,7 +142,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	close(s.ready)
 	s.log.Info("shaper running", "downstreams", len(s.Lanes()))
 
-	s.sched.run(ctx)
+	s.sched.Run(ctx)
 
 	s.shutdown()
 	keepCancel()

@@ -76,7 +76,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 	defer l.mu.Unlock()
 	st := LaneStatus{
 		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.sched.rate, Concurrency: l.cfg.Concurrency,
-		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.paused,
+		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.pause.On,
 		Removing: l.removed,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
 		Retries: l.c.retries, Pushbacks: l.c.pushbacks, Tries: l.c.tries, TrySeconds: l.c.trySeconds,
@@ -97,7 +97,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 		t := l.brk.ProbeAt()
 		st.BreakerUntil = &t
 	}
-	if l.paused || st.PushbackUntil != nil || st.Breaker != policy.BreakerClosed {
+	if l.pause.On || st.PushbackUntil != nil || st.Breaker != policy.BreakerClosed {
 		st.EffectiveRate = 0
 	}
 	return st
@@ -117,7 +117,7 @@ func clone[K comparable](m map[K]uint64, keys []K) map[K]uint64 {
 // ErrUnknownDownstream for a name that is not configured.
 func (s *Shaper) Pause(name string) error {
 	return s.withLane(name, func(l *lane, now time.Time) {
-		l.paused = true
+		l.pause.On = true
 		l.reschedule(now)
 		s.log.Info("downstream paused", "downstream", name)
 	})
@@ -128,10 +128,10 @@ func (s *Shaper) Pause(name string) error {
 // returns ErrUnknownDownstream for a name that is not configured.
 func (s *Shaper) Resume(name string) error {
 	return s.withLane(name, func(l *lane, now time.Time) {
-		if !l.paused {
+		if !l.pause.On {
 			return
 		}
-		l.paused = false
+		l.pause.On = false
 		l.sched.restartFrom(now)
 		l.reschedule(now)
 		s.log.Info("downstream resumed", "downstream", name)

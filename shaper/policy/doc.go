@@ -19,6 +19,10 @@
 //     refusals and raised after rounds of successes.
 //   - Breaker: the circuit breaker, which holds jobs while a downstream
 //     fails.
+//   - Paused: the admin API's pause, which holds the lane until resumed.
+//   - Kept: the rules of an adaptive lane's kept learned rate (when it is
+//     due to be saved, when a kept value is used, when jobs handed over
+//     call for reading it), and the hold while such a read is in flight.
 //
 // Every method is called under the lane's lock with the scheduler's or
 // the delivery's time: policies read no clock and take no lock, so each is
@@ -38,7 +42,7 @@
 //
 // and in the lane (shaper/lane.go, newLane):
 //
-//	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback, &l.hold}
+//	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback, &l.pause, &l.kept, &l.hold}
 //
 // with a table test over fixed instants of its own.
 package policy

@@ -12,14 +12,14 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // kvRates keeps what adaptive downstreams learned (shaper.Rates) in one
 // JetStream KV bucket, nats.jetstream.rates_bucket: one key per
 // downstream (names are valid keys), a small JSON value. The bucket is
 // found or created on first use, retried at most once a second while that
-// fails; its entries expire after twice shaper.LearnedMaxAge (the shaper
+// fails; its entries expire after twice policy.LearnedMaxAge (the shaper
 // ignores older ones anyway). Safe for concurrent use.
 type kvRates struct {
 	js  jetstream.JetStream
@@ -54,7 +54,7 @@ func newKVRates(nc *nats.Conn, j config.JetStream) (*kvRates, error) {
 		Bucket:      j.RatesBucket,
 		Description: "shaperd: learned rates of adaptive downstreams",
 		History:     1,
-		TTL:         2 * shaper.LearnedMaxAge,
+		TTL:         2 * policy.LearnedMaxAge,
 		Storage:     storage,
 		Replicas:    max(j.Replicas, 1),
 	}}, nil
@@ -87,27 +87,27 @@ func (r *kvRates) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 // Load reads downstream's kept value; ok is false when none is kept.
-func (r *kvRates) Load(ctx context.Context, downstream string) (shaper.Learned, bool, error) {
+func (r *kvRates) Load(ctx context.Context, downstream string) (policy.Learned, bool, error) {
 	kv, err := r.bucket(ctx)
 	if err != nil {
-		return shaper.Learned{}, false, err
+		return policy.Learned{}, false, err
 	}
 	e, err := kv.Get(ctx, downstream)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return shaper.Learned{}, false, nil
+		return policy.Learned{}, false, nil
 	}
 	if err != nil {
-		return shaper.Learned{}, false, fmt.Errorf("read %s/%s: %w", r.cfg.Bucket, downstream, err)
+		return policy.Learned{}, false, fmt.Errorf("read %s/%s: %w", r.cfg.Bucket, downstream, err)
 	}
 	var v keptValue
 	if err := json.Unmarshal(e.Value(), &v); err != nil {
-		return shaper.Learned{}, false, fmt.Errorf("read %s/%s: not a kept rate: %w", r.cfg.Bucket, downstream, err)
+		return policy.Learned{}, false, fmt.Errorf("read %s/%s: not a kept rate: %w", r.cfg.Bucket, downstream, err)
 	}
-	return shaper.Learned{Rate: v.Rate, Window: time.Duration(v.WindowSeconds * float64(time.Second)), At: v.At}, true, nil
+	return policy.Learned{Rate: v.Rate, Window: time.Duration(v.WindowSeconds * float64(time.Second)), At: v.At}, true, nil
 }
 
 // Save writes downstream's kept value.
-func (r *kvRates) Save(ctx context.Context, downstream string, v shaper.Learned) error {
+func (r *kvRates) Save(ctx context.Context, downstream string, v policy.Learned) error {
 	kv, err := r.bucket(ctx)
 	if err != nil {
 		return err

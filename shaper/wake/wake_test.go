@@ -1,0 +1,129 @@
+package wake
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// item records the instants it was run at, offsets from t0.
+type item struct {
+	mu   sync.Mutex
+	t0   time.Time
+	runs []time.Duration
+	then func(now time.Time) // called after recording, if set
+}
+
+func (it *item) RunDue(now time.Time) {
+	it.mu.Lock()
+	it.runs = append(it.runs, now.Sub(it.t0))
+	then := it.then
+	it.mu.Unlock()
+	if then != nil {
+		then(now)
+	}
+}
+
+func (it *item) got() []time.Duration {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return append([]time.Duration(nil), it.runs...)
+}
+
+// want is one WantAt call at a fake-time offset.
+type want struct {
+	at   time.Duration // when the call is made
+	wake time.Duration // the time asked for
+	ok   bool
+}
+
+// TestWakes drives one item with WantAt calls at fixed instants and checks
+// it runs at exactly the instants asked, and only those.
+func TestWakes(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		wants []want
+		runs  []time.Duration
+	}{
+		{"once", []want{{0, 100 * ms, true}}, []time.Duration{100 * ms}},
+		{"due now", []want{{0, 0, true}}, []time.Duration{0}},
+		{"in the past", []want{{50 * ms, 10 * ms, true}}, []time.Duration{50 * ms}},
+		{"re-armed earlier", []want{{0, 300 * ms, true}, {10 * ms, 120 * ms, true}}, []time.Duration{120 * ms}},
+		{"re-armed later", []want{{0, 100 * ms, true}, {10 * ms, 250 * ms, true}}, []time.Duration{250 * ms}},
+		{"unscheduled", []want{{0, 100 * ms, true}, {50 * ms, 0, false}}, nil},
+		{"unscheduled then asked again", []want{{0, 100 * ms, true}, {50 * ms, 0, false}, {60 * ms, 200 * ms, true}},
+			[]time.Duration{200 * ms}},
+		{"asked again after running", []want{{0, 100 * ms, true}, {150 * ms, 180 * ms, true}},
+			[]time.Duration{100 * ms, 180 * ms}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := New[*item]()
+				it := &item{t0: time.Now()}
+				h := NewHandle(it)
+				ctx, cancel := context.WithCancel(t.Context())
+				done := make(chan struct{})
+				go func() { s.Run(ctx); close(done) }()
+				for _, w := range tt.wants {
+					time.Sleep(time.Until(it.t0.Add(w.at)))
+					s.WantAt(h, it.t0.Add(w.wake), w.ok)
+				}
+				time.Sleep(time.Until(it.t0.Add(time.Second)))
+				cancel()
+				<-done
+				if got := it.got(); !slices.Equal(got, tt.runs) {
+					t.Fatalf("ran at %v, want %v", got, tt.runs)
+				}
+			})
+		})
+	}
+}
+
+// TestOrder runs several items each at its own instant, in time order,
+// with one timer, and lets an item re-arm itself from RunDue.
+func TestOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := New[*item]()
+		t0 := time.Now()
+		a, b, c := &item{t0: t0}, &item{t0: t0}, &item{t0: t0}
+		ha, hb, hc := NewHandle(a), NewHandle(b), NewHandle(c)
+		n := 0
+		a.then = func(now time.Time) { // every 100 ms, three times
+			if n++; n < 3 {
+				s.WantAt(ha, now.Add(100*time.Millisecond), true)
+			}
+		}
+		s.WantAt(hc, t0.Add(250*time.Millisecond), true)
+		s.WantAt(ha, t0.Add(100*time.Millisecond), true)
+		s.WantAt(hb, t0.Add(150*time.Millisecond), true)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan struct{})
+		go func() { s.Run(ctx); close(done) }()
+		time.Sleep(time.Second)
+		cancel()
+		<-done
+		ms := time.Millisecond
+		for _, tt := range []struct {
+			name string
+			it   *item
+			want []time.Duration
+		}{
+			{"a", a, []time.Duration{100 * ms, 200 * ms, 300 * ms}},
+			{"b", b, []time.Duration{150 * ms}},
+			{"c", c, []time.Duration{250 * ms}},
+		} {
+			if got := tt.it.got(); !slices.Equal(got, tt.want) {
+				t.Errorf("%s ran at %v, want %v", tt.name, got, tt.want)
+			}
+		}
+	})
+}
