@@ -10,7 +10,7 @@ import (
 // TestPoliciesFailures asserts the exact messages for the policy keys.
 func TestPoliciesFailures(t *testing.T) {
 	t.Parallel()
-	_, err := LoadWith("testdata/beyond_bad.yaml", noEnv)
+	_, err := LoadWith("testdata/policies_bad.yaml", noEnv)
 	want := `downstreams.erp.queue.fairness: key needs queue.backend memory (fair queuing is in memory only); use backend: memory, or fairness: none (env SHAPER_DOWNSTREAMS_ERP_QUEUE_FAIRNESS)
 downstreams.gql.queue.key_capacity: must be 0 (= queue.capacity) or queue.max_cost..queue.capacity (11..10), got 20 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_KEY_CAPACITY)
 downstreams.gql.queue.max_cost: must be 1..queue.capacity (10), got 11 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST)
@@ -25,7 +25,7 @@ downstreams.printer.queue.weights: expected weights like gold=3,silver=2, got a 
 
 func TestPoliciesSettings(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadWith("testdata/beyond_full.yaml", Options{Environ: []string{"SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST=8"}})
+	cfg, err := LoadWith("testdata/policies_full.yaml", Options{Environ: []string{"SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST=8"}})
 	if err != nil {
 		t.Fatal(err)
 	}

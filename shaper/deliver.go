@@ -76,12 +76,19 @@ func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 // classify is the class of a sink's error (see Sink), and a pushback's
 // wait.
 func classify(err error) (policy.Class, time.Duration) {
+	if err == nil {
+		return policy.Succeeded, 0
+	}
+	return classifyErr(err)
+}
+
+// classifyErr is classify for a non-nil err. It is apart so that a
+// success allocates nothing: the targets of errors.As escape to the heap.
+func classifyErr(err error) (policy.Class, time.Duration) {
 	var pb *PushbackError
 	var perm *PermanentError
 	var ov *OverloadError
 	switch {
-	case err == nil:
-		return policy.Succeeded, 0
 	case errors.As(err, &pb):
 		return policy.PushedBack, max(pb.RetryAfter, 0)
 	case errors.As(err, &perm):
