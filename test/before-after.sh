@@ -6,7 +6,8 @@
 # a temporary worktree; then every benchmark runs alternately on the two
 # (before/after in odd rounds, after/before in even ones), so that load on
 # the machine falls on both sides alike, and benchstat compares the sets.
-# AFTER defaults to HEAD, ROUNDS to 6. Output: the two raw files and
+# AFTER defaults to HEAD, ROUNDS to 6; BENCH (a regular expression over
+# the benchmark names below) runs a subset. Output: the two raw files and
 # benchstat's table, in a temporary directory that is printed at the end.
 set -euo pipefail
 before=${1:?usage: before-after.sh BEFORE [AFTER] [ROUNDS]}
@@ -48,6 +49,7 @@ for ((r = 1; r <= rounds; r++)); do
   echo "round $r of $rounds" >&2
   for b in "${benches[@]}"; do
     read -r bin name time <<<"$b"
+    [[ $name =~ ${BENCH:-.} ]] || continue
     if ((r % 2)); then
       run before "$bin" "$name" "$time"; run after "$bin" "$name" "$time"
     else
