@@ -42,12 +42,12 @@ type PublisherSettings struct {
 	Durable bool
 	// EnsureWithin bounds the start-up check of the streams.
 	EnsureWithin time.Duration
-	// EnsureTry bounds one try of that check: a try that fails (say, a
-	// request lost while a cluster elects a leader) is made again after a
-	// short pause, each given twice as long as the last (at most 4 ×
-	// EnsureTry), until EnsureWithin has passed. 0: one try.
+	Logger       *slog.Logger // nil = discard
+	// EnsureTry bounds one try of the start-up check: a try that fails
+	// (say, a request lost while a cluster elects a leader) is made again
+	// after a short pause, each given twice as long as the last (at most 4
+	// × EnsureTry), until EnsureWithin has passed. 0: one try.
 	EnsureTry time.Duration
-	Logger    *slog.Logger // nil = discard
 }
 
 // NewPublisher prepares the dead-letter streams of every downstream on
