@@ -151,7 +151,7 @@ func TestDefaults(t *testing.T) {
 	want := Config{
 		NATS: NATS{Embedded: Embedded{Listen: "127.0.0.1:4222", StoreDir: "./data/nats"},
 			JetStream: JetStream{StreamPrefix: "SHAPER", SubjectPrefix: "shaper.queue", Replicas: 1,
-				Storage: "file", AckWait: 15 * time.Second, PinnedTTL: 5 * time.Second,
+				Storage: "file", AckWait: 5 * time.Second, PinnedTTL: 5 * time.Second,
 				AdmissionBucket: "SHAPER_ADMISSION", AdmissionTimeout: 250 * time.Millisecond,
 				RatesBucket: "SHAPER_RATES"}},
 		Admin: Admin{Listen: "127.0.0.1:9090"},

@@ -32,9 +32,23 @@
 // try; a job that failed for good or expired is termed after its dead
 // letter was published. Attempts are counted from the message's delivery
 // count, so a redelivery after a crash counts as a try and a poison job
-// ends in the dead letter after max_attempts. Held messages are kept alive
-// with InProgress every AckWait/3; a crashed instance's messages come back
-// after AckWait.
+// ends in the dead letter after max_attempts.
+//
+// # Failover
+//
+// Every message an instance holds (fetched, in flight, or with its ack
+// held) is kept alive by one keep-alive goroutine per queue with a
+// progress ack (InProgress) every AckWait/5, however long its delivery
+// takes. So AckWait (default 5 s, the default PinnedTTL) only measures how
+// long the jobs of an instance that died or froze stay with it: the
+// stream hands them to the next drainer once both AckWait and PinnedTTL
+// have passed, plus one fetch wait. A shorter AckWait than PinnedTTL gains
+// nothing (the jobs wait for the pin anyway) and risks redelivering a live
+// instance's jobs after a short NATS stall; a much longer one makes the
+// held jobs wait for it. Each JetStream API request of the stream and
+// consumer checks waits at most RequestTimeout and is tried again, so a
+// request lost during a leader election costs a second, not the caller's
+// whole deadline.
 //
 // # Dead letters
 //

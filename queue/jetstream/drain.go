@@ -102,29 +102,22 @@ func (q *Queue) sleep(d time.Duration) bool {
 }
 
 // maintain is the maintenance goroutine: it ensures the stream and
-// consumer (retrying while NATS is unreachable), applies capacity changes,
-// refreshes the depth and keeps held messages alive.
+// consumer (retrying while NATS is unreachable), applies capacity changes
+// and refreshes the depth. Each request waits at most RequestTimeout.
 func (q *Queue) maintain() {
 	tick := time.NewTicker(refreshEvery)
 	defer tick.Stop()
-	keepEvery := max(q.st.set.AckWait/3, refreshEvery)
-	var lastKeep, lastLog time.Time
+	var lastLog time.Time
 	for {
 		q.mu.Lock()
 		s, capDirty, capacity := q.s, q.capDirty, q.capacity
 		q.capDirty = false
 		q.mu.Unlock()
-		ctx, cancel := context.WithTimeout(q.ctx, 5*time.Second)
 		switch {
 		case s == nil || capDirty:
-			q.ensure(ctx, capacity, &lastLog)
+			q.ensure(q.ctx, capacity, &lastLog)
 		default:
-			q.refresh(ctx, s)
-		}
-		cancel()
-		if now := time.Now(); now.Sub(lastKeep) >= keepEvery {
-			lastKeep = now
-			q.keepAlive()
+			q.refresh(q.ctx, s)
 		}
 		select {
 		case <-q.ctx.Done():
@@ -168,7 +161,9 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	q.mu.Lock()
 	q.depth.begin()
 	q.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	info, err := s.Info(ctx)
+	cancel()
 	q.mu.Lock()
 	changed := false
 	if err != nil {
@@ -182,9 +177,35 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	}
 }
 
-// keepAlive tells the server every held message is still being worked on,
-// so AckWait only matters for an instance that died.
+// keepAliveEvery is how often a queue's held messages get a progress ack:
+// five chances per ack wait, so that a few late or lost ones (a GC pause,
+// a busy machine, a short NATS stall) never let the server hand a live
+// instance's job to another.
+func keepAliveEvery(ackWait time.Duration) time.Duration {
+	return max(ackWait/5, 100*time.Millisecond)
+}
+
+// keepAlive is the keep-alive goroutine, one per queue for all of the jobs
+// it holds: every keepAliveEvery it tells the server each of them is still
+// being worked on, so AckWait only matters for an instance that died or
+// froze. It runs apart from maintain, whose requests may wait on a slow
+// server, so that the progress acks are never late for that.
 func (q *Queue) keepAlive() {
+	tick := time.NewTicker(keepAliveEvery(q.st.set.AckWait))
+	defer tick.Stop()
+	for {
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-tick.C:
+			q.inProgress()
+		}
+	}
+}
+
+// inProgress sends a progress ack for every held message. The acks are
+// published without waiting for an answer.
+func (q *Queue) inProgress() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for _, h := range q.buf {

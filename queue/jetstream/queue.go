@@ -31,8 +31,9 @@ type held struct {
 // Take hands out fetched messages, RetryLater naks with a delay. It settles
 // each job it handed out (queue.Settler: Ack acks, held to the end of the
 // job's drain interval; GiveUp terms; Keep holds) and runs goroutines of
-// its own (queue.Service: fetch, maintain, from Start until Close); the
-// stream bounds and keeps its jobs, so it plays no queue.Memory role.
+// its own (queue.Service: fetch, maintain, keep-alive, from Start until
+// Close); the stream bounds and keeps its jobs, so it plays no
+// queue.Memory role.
 // Create it with Store.Queue. Its methods are safe for concurrent use and
 // never block on I/O (acks and naks are sent without waiting for an
 // answer).
@@ -110,6 +111,7 @@ func (q *Queue) Start(ready func()) {
 	q.ready = ready
 	q.wg.Go(q.maintain)
 	q.wg.Go(q.fetch)
+	q.wg.Go(q.keepAlive)
 }
 
 // Close stops fetching, naks jobs fetched but not started (they are

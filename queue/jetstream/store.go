@@ -19,10 +19,16 @@ import (
 const (
 	DefaultStreamPrefix  = "SHAPER"
 	DefaultSubjectPrefix = "shaper.queue"
-	DefaultAckWait       = 15 * time.Second
+	DefaultAckWait       = 5 * time.Second // see Settings.AckWait
 	DefaultPinnedTTL     = 5 * time.Second
 	DefaultMaxPending    = 4096
 	DefaultDedupeWindow  = 2 * time.Minute
+	// RequestTimeout bounds one JetStream API request of the stream and
+	// consumer checks: on a healthy server they take milliseconds; one lost
+	// while a cluster elects a leader is given up after this and tried
+	// again, so it does not hold start-up or the queue's readiness for
+	// the whole of a longer deadline.
+	RequestTimeout = time.Second
 	// Group is the consumer's priority group; Consumer its durable name.
 	Group    = "shaperd"
 	Consumer = "shaperd"
@@ -36,7 +42,7 @@ type Settings struct {
 	Storage       string        // "file" (default) or "memory"
 	MaxMsgSize    int32         // largest stored message (payload + headers); 0 = server limit
 	DedupeWindow  time.Duration // duplicate window for Nats-Msg-Id
-	AckWait       time.Duration // redelivery after a crashed instance; held jobs are kept alive
+	AckWait       time.Duration // a dead or frozen instance's jobs go to the next drainer after this (see Queue)
 	PinnedTTL     time.Duration // failover: a pinned instance silent this long is replaced
 	MaxPending    int           // window of unacknowledged async publishes
 	Logger        *slog.Logger  // nil = discard

@@ -51,12 +51,20 @@ func (st *Store) consumerConfig() natsjs.ConsumerConfig {
 // ensure creates downstream's stream and consumer, or checks an existing
 // stream: incompatible settings are an ErrIncompatible naming each; the
 // capacity, message size and duplicate window are updated to the config.
+//
+// Each request waits at most RequestTimeout (or until ctx is done): a
+// request lost while the cluster elects a leader costs that, and the
+// caller tries again, rather than the whole of ctx.
 func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (natsjs.Stream, natsjs.Consumer, error) {
 	want := st.streamConfig(downstream, capacity)
-	s, err := st.js.Stream(ctx, want.Name)
+	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	s, err := st.js.Stream(rctx, want.Name)
+	cancel()
 	switch {
 	case errors.Is(err, natsjs.ErrStreamNotFound):
-		if s, err = st.js.CreateStream(ctx, want); err != nil {
+		rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		defer cancel()
+		if s, err = st.js.CreateStream(rctx, want); err != nil {
 			return nil, nil, fmt.Errorf("create stream %s: %w", want.Name, err)
 		}
 		st.log.Info("jetstream queue stream created", "stream", want.Name, "subject", want.Subjects[0],
@@ -71,13 +79,17 @@ func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (n
 		if have.MaxMsgs != want.MaxMsgs || have.MaxMsgSize != want.MaxMsgSize || have.Duplicates != want.Duplicates {
 			upd := have
 			upd.MaxMsgs, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxMsgSize, want.Duplicates
-			if s, err = st.js.UpdateStream(ctx, upd); err != nil {
+			rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+			defer cancel()
+			if s, err = st.js.UpdateStream(rctx, upd); err != nil {
 				return nil, nil, fmt.Errorf("update stream %s (max_msgs %d, max_msg_size %d, duplicates %s): %w",
 					want.Name, want.MaxMsgs, want.MaxMsgSize, want.Duplicates, err)
 			}
 		}
 	}
-	c, err := st.js.CreateOrUpdateConsumer(ctx, want.Name, st.consumerConfig())
+	rctx, cancel = context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	c, err := st.js.CreateOrUpdateConsumer(rctx, want.Name, st.consumerConfig())
 	if err != nil {
 		return nil, nil, fmt.Errorf("stream %s: create consumer %s: %w", want.Name, Consumer, err)
 	}

@@ -16,6 +16,12 @@ import (
 
 func runStore(t *testing.T) (*Store, natsjs.JetStream) {
 	t.Helper()
+	return runStoreWith(t, Settings{})
+}
+
+// runStoreWith is runStore with settings set.
+func runStoreWith(t *testing.T, set Settings) (*Store, natsjs.JetStream) {
+	t.Helper()
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1
 	opts.JetStream = true
@@ -27,7 +33,7 @@ func runStore(t *testing.T) (*Store, natsjs.JetStream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := New(nc, Settings{})
+	st, err := New(nc, set)
 	if err != nil {
 		t.Fatal(err)
 	}

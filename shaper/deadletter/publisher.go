@@ -43,6 +43,11 @@ type PublisherSettings struct {
 	// EnsureWithin bounds the start-up check of the streams.
 	EnsureWithin time.Duration
 	Logger       *slog.Logger // nil = discard
+	// EnsureTry bounds one try of the start-up check: a try that fails
+	// (say, a request lost while a cluster elects a leader) is made again
+	// after a short pause, each given twice as long as the last (at most 4
+	// × EnsureTry), until EnsureWithin has passed. 0: one try.
+	EnsureTry time.Duration
 }
 
 // NewPublisher prepares the dead-letter streams of every downstream on
@@ -60,9 +65,7 @@ func NewPublisher(ctx context.Context, nc *nats.Conn, store *Store, s PublisherS
 		return nil, err
 	}
 	if nc.IsConnected() && len(s.Streams) > 0 {
-		ectx, cancel := context.WithTimeout(ctx, s.EnsureWithin)
-		err := store.Ensure(ectx, s.Streams)
-		cancel()
+		err := ensureAtStart(ctx, store, s)
 		switch {
 		case errors.Is(err, ErrIncompatible):
 			return nil, fmt.Errorf("dead-letter store: %w", err)
@@ -73,6 +76,34 @@ func NewPublisher(ctx context.Context, nc *nats.Conn, store *Store, s PublisherS
 		}
 	}
 	return p, nil
+}
+
+// ensureAtStart is NewPublisher's check of the streams, tried as
+// s.EnsureTry says until one try succeeds or finds no JetStream or an
+// incompatible stream; it returns the last try's error.
+func ensureAtStart(ctx context.Context, store *Store, s PublisherSettings) error {
+	ctx, cancel := context.WithTimeout(ctx, s.EnsureWithin)
+	defer cancel()
+	if s.EnsureTry <= 0 {
+		return store.Ensure(ctx, s.Streams)
+	}
+	try, pause := s.EnsureTry, 50*time.Millisecond
+	for {
+		tctx, tcancel := context.WithTimeout(ctx, try)
+		err := store.Ensure(tctx, s.Streams)
+		tcancel()
+		if err == nil || errors.Is(err, ErrIncompatible) || errors.Is(err, ErrNoJetStream) || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		try, pause = min(2*try, 4*s.EnsureTry), min(2*pause, 500*time.Millisecond)
+	}
 }
 
 // PublishOnly reports whether the server was found to have no JetStream:

@@ -55,7 +55,7 @@ func (d *Daemon) admitters(ctx context.Context, cfg config.Config, nc *nats.Conn
 	}
 	if used && nc.IsConnected() {
 		ectx, cancel := context.WithTimeout(ctx, ensureTimeout)
-		err := st.Ensure(ectx)
+		err := retryStart(ectx, st.Ensure, func(err error) bool { return errors.Is(err, natskv.ErrIncompatible) || noJetStream(err) })
 		cancel()
 		switch {
 		case errors.Is(err, natskv.ErrIncompatible):

@@ -42,7 +42,7 @@ func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *na
 		durable = durable || ls.Durable
 	}
 	pub, err := deadletter.NewPublisher(ctx, nc, store, deadletter.PublisherSettings{
-		Streams: deadSettings(cfg), Durable: durable, EnsureWithin: ensureTimeout, Logger: d.log})
+		Streams: deadSettings(cfg), Durable: durable, EnsureWithin: ensureTimeout, EnsureTry: startTry, Logger: d.log})
 	if err != nil {
 		return nil, err
 	}

@@ -16,7 +16,9 @@ import (
 	"github.com/shaperd/shaper/shaper/deadletter"
 )
 
-// ensureTimeout bounds the start-up check of the JetStream streams.
+// ensureTimeout bounds the start-up check of the JetStream streams (of
+// each kind: queues, dead letters, admission), tried again and again
+// within it (retryStart).
 const ensureTimeout = 10 * time.Second
 
 // readiness holds each durable queue's Ready by downstream name, so that
@@ -77,7 +79,8 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 	}
 	if len(durable) > 0 && nc.IsConnected() {
 		ectx, cancel := context.WithTimeout(ctx, ensureTimeout)
-		err := st.Ensure(ectx, durable)
+		err := retryStart(ectx, func(ctx context.Context) error { return st.Ensure(ctx, durable) },
+			func(err error) bool { return errors.Is(err, jetstream.ErrIncompatible) || noJetStream(err) })
 		cancel()
 		switch {
 		case errors.Is(err, jetstream.ErrIncompatible):
