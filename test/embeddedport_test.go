@@ -38,7 +38,10 @@ downstreams:
 	if took := time.Since(start); took < 11*time.Second {
 		t.Fatalf("ready after %s while the port was held for 11s", took)
 	}
-	if !strings.Contains(p.stderr.String(), "waiting for its port") {
-		t.Errorf("no log line says it waits for the port:\n%s", p.stderr.String())
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(p.stderr.String(), "waiting for its port"); {
+		if time.Now().After(deadline) { // the log is copied from the process's pipe
+			t.Fatalf("no log line says it waits for the port:\n%s", p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
