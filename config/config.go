@@ -52,6 +52,9 @@ type JetStream struct {
 type Embedded struct {
 	Listen   string `mapstructure:"listen"`
 	StoreDir string `mapstructure:"store_dir"`
+	// MaxStore is the server's JetStream file store limit; 0 = the
+	// server's own (a share of the disk).
+	MaxStore ByteSize `mapstructure:"max_store"`
 }
 
 // TLS holds client TLS files (all optional).
@@ -145,6 +148,9 @@ type Queue struct {
 	KeyCapacity int `mapstructure:"key_capacity"`
 	// Weights are per-key round-robin weights under fairness key.
 	Weights KeyWeights `mapstructure:"weights"`
+	// MaxBytes bounds the payload bytes the queue holds (on jetstream, the
+	// stream's bytes); 0 = no byte bound.
+	MaxBytes ByteSize `mapstructure:"max_bytes"`
 }
 
 // Admission configures per-key admission control: one limit (Mode, Rate,

@@ -35,6 +35,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			DeadLetter:  d.DeadLetterSubject(name),
 			DeadLetters: shaper.DeadLetterLimits{MaxAge: d.DeadLetters.MaxAge, MaxCount: d.DeadLetters.MaxCount},
 			Durable:     d.Queue.Backend == BackendJetStream,
+			MaxBytes:    int64(d.Queue.MaxBytes),
 			Policies:    d.policies(),
 			Breaker:     d.breaker(),
 

@@ -80,6 +80,7 @@ func (c Config) validate(ps *problems) {
 		c.Downstreams[name].validate(v, key+".", c.Ingress.SubjectPrefix)
 	}
 	c.validateDeadLetters(v)
+	c.validateStore(v)
 }
 
 func (c Config) validateNATS(v validator) {

@@ -14,6 +14,7 @@ type Bucket struct {
 	retries  retryList
 	cost     int // sum of the held jobs' costs, retries included
 	capacity int
+	bytes    byteBound
 }
 
 var (
@@ -31,16 +32,18 @@ func NewBucket(s Settings) *Bucket {
 // Roles is the bucket with the roles it plays: its jobs live in memory.
 func (b *Bucket) Roles() Roles { return Roles{Queue: b, Memory: b} }
 
-// Offer appends job at the back, or refuses it with ErrFull, changing
-// nothing, when its cost does not fit.
+// Offer appends job at the back, or refuses it, changing nothing, with
+// ErrFull when its cost does not fit or ErrMaxBytes when its payload does
+// not.
 func (b *Bucket) Offer(job *Job, at time.Time) Stored {
 	c := JobCost(job)
-	if !b.Fits(c) {
-		return placed(Placed{}, ErrFull)
+	if err := refuse(b.Fits(c), &b.bytes, job); err != nil {
+		return placed(Placed{}, err)
 	}
 	ahead := b.cost
 	b.fifo.pushBack(entry{job, at})
 	b.cost += c
+	b.bytes.add(job)
 	return placed(Placed{Position: b.Len(), Ahead: ahead}, nil)
 }
 
@@ -49,7 +52,11 @@ func (b *Bucket) Ahead(*Job) int       { return b.cost }
 func (b *Bucket) Len() int             { return b.fifo.len() + len(b.retries) }
 func (b *Bucket) Cost() int            { return b.cost }
 func (b *Bucket) Cap() int             { return b.capacity }
-func (b *Bucket) Configure(s Settings) { b.capacity = max(s.Capacity, 0) }
+func (b *Bucket) FitsBytes(n int) bool { return b.bytes.fits(n) }
+func (b *Bucket) Bytes() int64         { return b.bytes.held }
+func (b *Bucket) Configure(s Settings) {
+	b.capacity, b.bytes.max = max(s.Capacity, 0), max(s.MaxBytes, 0)
+}
 
 func (b *Bucket) NextReady() (time.Time, bool) {
 	front, ok := b.fifo.peek()
@@ -65,11 +72,13 @@ func (b *Bucket) Take(now time.Time) (*Job, time.Time, bool) {
 		return nil, time.Time{}, false
 	}
 	b.cost -= JobCost(e.job)
+	b.bytes.sub(e.job)
 	return e.job, e.at, true
 }
 
 func (b *Bucket) RetryLater(job *Job, at time.Time, _ bool) {
 	b.cost += JobCost(job)
+	b.bytes.add(job)
 	b.retries.add(job, at)
 }
 
@@ -82,13 +91,14 @@ func (b *Bucket) DropFront(drop func(*Job) bool) []*Job {
 		}
 		b.fifo.poll()
 		b.cost -= JobCost(e.job)
+		b.bytes.sub(e.job)
 		out = append(out, e.job)
 	}
 }
 
 func (b *Bucket) Release() []*Job {
 	out := b.retries.jobs(make([]*Job, 0, b.Len()))
-	b.retries, b.cost = nil, 0
+	b.retries, b.cost, b.bytes.held = nil, 0, 0
 	for e, ok := b.fifo.poll(); ok; e, ok = b.fifo.poll() {
 		out = append(out, e.job)
 	}

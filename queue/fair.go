@@ -24,6 +24,7 @@ type Fair struct {
 	capacity int
 	keyCap   int
 	weights  map[string]int // key → weight; absent = 1
+	bytes    byteBound
 }
 
 var (
@@ -60,6 +61,7 @@ func (q *Fair) Configure(s Settings) {
 		q.keyCap = q.capacity
 	}
 	q.weights = s.Weights
+	q.bytes.max = max(s.MaxBytes, 0)
 	for _, k := range q.ring {
 		k.weight = q.weightOf(k.key)
 	}
@@ -74,11 +76,13 @@ func (q *Fair) weightOf(key string) int {
 	return 1
 }
 
-func (q *Fair) Fits(need int) bool { return q.cost+need <= q.capacity }
-func (q *Fair) Len() int           { return q.fresh + len(q.retries) }
-func (q *Fair) Cost() int          { return q.cost }
-func (q *Fair) Keys() int          { return len(q.ring) }
-func (q *Fair) Cap() int           { return q.capacity }
+func (q *Fair) Fits(need int) bool   { return q.cost+need <= q.capacity }
+func (q *Fair) FitsBytes(n int) bool { return q.bytes.fits(n) }
+func (q *Fair) Bytes() int64         { return q.bytes.held }
+func (q *Fair) Len() int             { return q.fresh + len(q.retries) }
+func (q *Fair) Cost() int            { return q.cost }
+func (q *Fair) Keys() int            { return len(q.ring) }
+func (q *Fair) Cap() int             { return q.capacity }
 
 // keyCost is the cost key holds queued (retries not included).
 func (q *Fair) keyCost(key string) int {
@@ -89,12 +93,13 @@ func (q *Fair) keyCost(key string) int {
 }
 
 // Offer appends job to its key's sub-queue, or refuses it with ErrFull when
-// its cost does not fit the whole queue's bound (the key's share is
-// Share's, checked by the caller).
+// its cost does not fit the whole queue's bound, or ErrMaxBytes when its
+// payload does not fit the byte bound (the key's share is Share's, checked
+// by the caller).
 func (q *Fair) Offer(job *Job, at time.Time) Stored {
 	c := JobCost(job)
-	if !q.Fits(c) {
-		return placed(Placed{}, ErrFull)
+	if err := refuse(q.Fits(c), &q.bytes, job); err != nil {
+		return placed(Placed{}, err)
 	}
 	ahead := q.Ahead(job)
 	k := q.keys[job.Key]
@@ -110,6 +115,7 @@ func (q *Fair) Offer(job *Job, at time.Time) Stored {
 	k.cost += c
 	q.fresh++
 	q.cost += c
+	q.bytes.add(job)
 	return placed(Placed{Position: q.Len(), Ahead: ahead}, nil)
 }
 
@@ -125,6 +131,7 @@ func (q *Fair) NextReady() (time.Time, bool) {
 func (q *Fair) Take(now time.Time) (*Job, time.Time, bool) {
 	if e, ok := q.retries.popReady(now); ok {
 		q.cost -= JobCost(e.job)
+		q.bytes.sub(e.job)
 		return e.job, e.at, true
 	}
 	if len(q.ring) == 0 {
@@ -144,6 +151,7 @@ func (q *Fair) Take(now time.Time) (*Job, time.Time, bool) {
 	k.cost -= c
 	q.fresh--
 	q.cost -= c
+	q.bytes.sub(e.job)
 	if len(k.jobs) == 0 {
 		q.removeAt(q.cur)
 	}
@@ -171,6 +179,7 @@ func (q *Fair) removeAt(i int) {
 
 func (q *Fair) RetryLater(job *Job, at time.Time, _ bool) {
 	q.cost += JobCost(job)
+	q.bytes.add(job)
 	q.retries.add(job, at)
 }
 
@@ -182,6 +191,7 @@ func (q *Fair) DropFront(drop func(*Job) bool) []*Job {
 		k := q.ring[i]
 		for len(k.jobs) > 0 && drop(k.jobs[0].job) {
 			c := JobCost(k.jobs[0].job)
+			q.bytes.sub(k.jobs[0].job)
 			out = append(out, k.jobs[0].job)
 			k.jobs[0] = entry{} // let the job be collected
 			k.jobs = k.jobs[1:]
@@ -205,7 +215,8 @@ func (q *Fair) Release() []*Job {
 			out = append(out, e.job)
 		}
 	}
-	*q = Fair{keys: map[string]*keyQueue{}, capacity: q.capacity, keyCap: q.keyCap, weights: q.weights}
+	*q = Fair{keys: map[string]*keyQueue{}, capacity: q.capacity, keyCap: q.keyCap, weights: q.weights,
+		bytes: byteBound{max: q.bytes.max}}
 	return out
 }
 

@@ -2,12 +2,24 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
 // ErrFull is reported by Offer when the queue has no room for the job's
 // cost: its bound, or the store's (a durable kind), is reached.
 var ErrFull = errors.New("queue: full")
+
+// ErrMaxBytes is reported by Offer when the job's payload does not fit
+// under the queue's byte bound (Settings.MaxBytes, or a durable kind's
+// stream bound). It wraps ErrFull: errors.Is(err, ErrFull) holds too.
+var ErrMaxBytes = fmt.Errorf("%w: max bytes reached", ErrFull)
+
+// ErrNoSpace is reported by a durable kind's Offer when its store has no
+// room left for the job (the server's or the account's storage limit, or
+// the share of it the kind was given), as opposed to the queue's own
+// bounds (ErrFull). It clears by itself once the store has room again.
+var ErrNoSpace = errors.New("queue: the store is out of space")
 
 // ErrDuplicate is reported by a durable kind's Offer when its store already
 // holds a job with the same Job.DedupeID; the kind sets the job's ID to that
@@ -90,6 +102,11 @@ type Lifecycle interface {
 type Memory interface {
 	// Fits reports whether need more units of cost fit under the bound now.
 	Fits(need int) bool
+	// FitsBytes reports whether n more payload bytes fit under the byte
+	// bound (Settings.MaxBytes) now; always true without one.
+	FitsBytes(n int) bool
+	// Bytes is the sum of the held jobs' payload sizes, retries included.
+	Bytes() int64
 	// DropFront removes front jobs while drop returns true.
 	DropFront(drop func(*Job) bool) []*Job
 }
@@ -213,4 +230,8 @@ type Settings struct {
 	// Weights are a Fair queue's per-key weights (absent, or below 1, =
 	// 1), by exact key. Not modified by the queue.
 	Weights map[string]int
+	// MaxBytes bounds the payload bytes held (len(Job.Payload) summed,
+	// retries included); 0 = no byte bound. A smaller bound drops nothing
+	// (Offer refuses until below it).
+	MaxBytes int64
 }

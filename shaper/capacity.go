@@ -30,6 +30,24 @@ func (l *lane) checkCapacity(now time.Time, job *queue.Job, rc Receipt) (Receipt
 		fmt.Errorf("queue %s is full (%d/%d)", l.name, n, l.q.Cap())), false
 }
 
+// checkBytes refuses a job whose payload does not fit the queue's byte
+// bound (queue.max_bytes), as queue_full, after dropping expired jobs at
+// the front; Retry-After is when the next start frees the front job's
+// bytes. A durable queue's store enforces the bound itself. Requires l.mu.
+func (l *lane) checkBytes(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
+	mem, n := l.q.Memory, len(job.Payload)
+	if mem == nil || mem.FitsBytes(n) {
+		return rc, true
+	}
+	l.dropExpiredFront(now)
+	if mem.FitsBytes(n) {
+		return rc, true
+	}
+	return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+		fmt.Errorf("queue %s holds %d bytes of its queue.max_bytes %d: a job of %d bytes does not fit",
+			l.name, mem.Bytes(), l.cfg.MaxBytes, n)), false
+}
+
 // checkKeyShare refuses a job whose key already holds its share of the
 // queue (KeyCapacity) under fairness, as queue_full. Retry-After is when
 // enough of the key's jobs will have started to make room, at the lane's

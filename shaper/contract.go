@@ -142,6 +142,9 @@ type LaneSettings struct {
 	// Durable asks Deps.Queues for a durable queue (queue.backend
 	// jetstream); false = the in-memory queue.
 	Durable bool
+	// MaxBytes bounds the payload bytes the queue holds (queue.max_bytes);
+	// 0 = no byte bound. A durable queue's store enforces it itself.
+	MaxBytes int64
 	// AdmissionStore says where Admission's per-key state lives; the zero
 	// value is in memory.
 	AdmissionStore admission.Store

@@ -33,6 +33,7 @@ type lane struct {
 	inflight int
 	limit    int  // tries allowed in flight at the last gate
 	removed  bool // dropped from the config: no intake, drains, then goes
+	noSpace  bool // the queue's store was out of space at the last store (storefull.go)
 	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
@@ -99,7 +100,7 @@ func newMemoryQueue(cfg LaneSettings) queue.Roles {
 
 // queueSettings are cfg's settings for its queue.
 func queueSettings(cfg LaneSettings) queue.Settings {
-	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights}
+	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights, MaxBytes: cfg.MaxBytes}
 }
 
 // kick reschedules the lane after its queue fetched jobs (a durable kind).

@@ -32,6 +32,9 @@ type LaneStatus struct {
 	// BreakerUntil is when an open breaker's probe is due, nil otherwise.
 	Breaker      policy.BreakerState `json:"breaker"`
 	BreakerUntil *time.Time          `json:"breaker_until,omitempty"`
+	// StoreFull is true while the durable queue's store is out of space:
+	// intake answers unavailable until it takes a job again.
+	StoreFull bool `json:"store_full"`
 	// AdvertisedQuota is the quota the downstream's rate-limit headers
 	// advertised last (RateLimit-Policy / X-RateLimit-*); nil until one did.
 	AdvertisedQuota *AdvertisedQuota `json:"advertised_quota,omitempty"`
@@ -77,7 +80,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 	st := LaneStatus{
 		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.sched.rate, Concurrency: l.cfg.Concurrency,
 		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.pause.On,
-		Removing: l.removed,
+		Removing: l.removed, StoreFull: l.noSpace,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
 		Retries: l.c.retries, Pushbacks: l.c.pushbacks, Tries: l.c.tries, TrySeconds: l.c.trySeconds,
 		Rejected: clone(l.c.rejected, rejectReasons), Dropped: clone(l.c.dropped, dropReasons),

@@ -205,6 +205,9 @@ func (l *lane) check(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) 
 	if rej, ok := l.checkCapacity(now, job, rc); !ok {
 		return rej, false
 	}
+	if rej, ok := l.checkBytes(now, job, rc); !ok {
+		return rej, false
+	}
 	if rej, ok := l.checkKeyShare(now, job, rc); !ok {
 		return rej, false
 	}
@@ -249,6 +252,11 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 	case errors.Is(err, queue.ErrDuplicate):
 		rc.Accepted, rc.Duplicate = true, true
 		return rc
+	case errors.Is(err, queue.ErrMaxBytes):
+		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+			fmt.Errorf("queue %s is at its queue.max_bytes: %w", l.name, queue.ErrMaxBytes))
+	case errors.Is(err, queue.ErrNoSpace):
+		return l.outOfSpace(now, rc, err)
 	case errors.Is(err, queue.ErrFull):
 		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
 			fmt.Errorf("queue %s is full (%d/%d): %w", l.name, l.q.Cap(), l.q.Cap(), err))
@@ -256,6 +264,7 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable,
 			fmt.Errorf("queue %s: job not stored: %w", l.name, err))
 	}
+	l.spaceAgain()
 	l.c.accepted++
 	l.m.Accepted.Inc()
 	l.m.Depth.Set(float64(l.q.Len()))

@@ -24,7 +24,7 @@ func TestDepthPubAckAfterRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lastLog time.Time
-	q.ensure(ctx, ls.Capacity, &lastLog)
+	q.ensure(ctx, ls.bounds(), &lastLog)
 	s := q.streamHandle()
 	if s == nil {
 		t.Fatal("ensure did not open the stream")

@@ -110,12 +110,12 @@ func (q *Queue) maintain() {
 	var lastLog time.Time
 	for {
 		q.mu.Lock()
-		s, capDirty, capacity := q.s, q.capDirty, q.capacity
+		s, capDirty, b := q.s, q.capDirty, q.bounds
 		q.capDirty = false
 		q.mu.Unlock()
 		switch {
 		case s == nil || capDirty:
-			q.ensure(q.ctx, capacity, &lastLog)
+			q.ensure(q.ctx, b, &lastLog)
 		default:
 			q.refresh(q.ctx, s)
 		}
@@ -127,11 +127,11 @@ func (q *Queue) maintain() {
 	}
 }
 
-func (q *Queue) ensure(ctx context.Context, capacity int, lastLog *time.Time) {
+func (q *Queue) ensure(ctx context.Context, b bounds, lastLog *time.Time) {
 	q.mu.Lock()
 	q.depth.begin() // the stream's info comes with the answer
 	q.mu.Unlock()
-	s, c, err := q.st.ensure(ctx, q.name, capacity)
+	s, c, err := q.st.ensure(ctx, q.name, b)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err != nil {

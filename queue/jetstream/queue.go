@@ -43,6 +43,7 @@ type Queue struct {
 	stream   string
 	subject  string
 	prefetch int
+	share    int64 // QueueSettings.StoreShare
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -56,7 +57,7 @@ type Queue struct {
 	taken    map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
 	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
 	depth    depthBook                  // stream's messages (refreshed; adjusted locally)
-	capacity int
+	bounds   bounds
 	capDirty bool
 	closed   bool
 	s        natsjs.Stream
@@ -80,6 +81,14 @@ type QueueSettings struct {
 	Capacity    int     // the stream's max_msgs
 	Rate        float64 // starts per second: sizes the prefetch
 	Concurrency int     // deliveries in flight: sizes the prefetch
+	// MaxBytes is queue.max_bytes, the stream's max_bytes (discard new):
+	// a job past it is refused with queue.ErrMaxBytes. 0 = none.
+	MaxBytes int64
+	// StoreShare bounds the stream's bytes when MaxBytes is 0: the queue's
+	// share of a bounded store, so that it can never take the room the
+	// dead letters keep; a job past it is refused with queue.ErrNoSpace.
+	// 0 = none.
+	StoreShare int64
 }
 
 // Queue returns downstream ls.Name's queue. It does no I/O: the stream and
@@ -91,8 +100,8 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	}
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
-		prefetch: prefetchFor(ls), wake: make(chan struct{}, 1),
-		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, capacity: ls.Capacity,
+		prefetch: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
+		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, bounds: ls.bounds(),
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	return q, nil
@@ -185,12 +194,18 @@ func (q *Queue) Ahead(*queue.Job) int { return q.Len() }
 // Cost is Len: the stream bounds jobs by count, not cost.
 func (q *Queue) Cost() int { return q.Len() }
 
-// Configure changes the bound; the stream is updated in the background.
+// Configure changes the bounds (capacity, and the byte bound: s.MaxBytes,
+// or the store share the queue was created with when it is 0); the stream
+// is updated in the background.
 func (q *Queue) Configure(s queue.Settings) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if s.Capacity != q.capacity {
-		q.capacity, q.capDirty = s.Capacity, true
+	b := bounds{capacity: s.Capacity, maxBytes: s.MaxBytes, explicit: s.MaxBytes > 0}
+	if !b.explicit {
+		b.maxBytes = q.share
+	}
+	if b != q.bounds {
+		q.bounds, q.capDirty = b, true
 	}
 }
 
@@ -327,7 +342,7 @@ func (q *Queue) Len() int {
 func (q *Queue) Cap() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.capacity
+	return q.bounds.capacity
 }
 
 // signal wakes the fetcher. Requires q.mu or nothing; never blocks.

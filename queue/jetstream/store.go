@@ -129,7 +129,7 @@ func (st *Store) Subject(downstream string) string {
 func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	var errs []error
 	for _, qs := range queues {
-		if _, _, err := st.ensure(ctx, qs.Name, qs.Capacity); err != nil {
+		if _, _, err := st.ensure(ctx, qs.Name, qs.bounds()); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -192,16 +192,39 @@ func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {
 	if !ok {
 		return
 	}
-	if isFull(err) {
-		err = fmt.Errorf("%w: stream %s: %v", queue.ErrFull, p.q.stream, err)
-	} else {
-		err = fmt.Errorf("store in stream %s: %w", p.q.stream, err)
-	}
-	p.done(0, err)
+	p.done(0, p.q.refused(err))
 }
 
-// isFull reports a refusal by a stream at its MaxMsgs with discard new.
-func isFull(err error) bool {
+// Refusals of a publish, told apart by the JetStream API's answer.
+const (
+	errCodeAccountResources = 10002 // the account's storage limit is reached
+	errCodeNoResources      = 10023 // the server's storage limit is reached
+	errCodeStorageResources = 10047 // the server cannot reserve the storage
+)
+
+// refused maps the store's refusal of a publish to q's error: the stream
+// at its max_msgs is queue.ErrFull; at its max_bytes, queue.ErrMaxBytes
+// when that bound is queue.max_bytes, queue.ErrNoSpace when it is the
+// queue's share of a bounded store; the server or account out of storage
+// is queue.ErrNoSpace. The server's own words are kept in the chain for
+// logs but the caller answers producers from the sentinel alone.
+func (q *Queue) refused(err error) error {
 	var apiErr *natsjs.APIError
-	return errors.As(err, &apiErr) && strings.Contains(apiErr.Description, "maximum messages")
+	if !errors.As(err, &apiErr) {
+		return fmt.Errorf("store in stream %s: %w", q.stream, err)
+	}
+	q.mu.Lock()
+	explicit := q.bounds.maxBytes > 0 && q.bounds.explicit
+	q.mu.Unlock()
+	switch {
+	case strings.Contains(apiErr.Description, "maximum messages"):
+		return fmt.Errorf("%w: stream %s: %v", queue.ErrFull, q.stream, err)
+	case strings.Contains(apiErr.Description, "maximum bytes") && explicit:
+		return fmt.Errorf("%w: stream %s: %v", queue.ErrMaxBytes, q.stream, err)
+	case strings.Contains(apiErr.Description, "maximum bytes"),
+		apiErr.ErrorCode == errCodeNoResources, apiErr.ErrorCode == errCodeAccountResources,
+		apiErr.ErrorCode == errCodeStorageResources:
+		return fmt.Errorf("%w: stream %s: %v", queue.ErrNoSpace, q.stream, err)
+	}
+	return fmt.Errorf("store in stream %s: %w", q.stream, err)
 }

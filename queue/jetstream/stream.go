@@ -14,8 +14,26 @@ import (
 // queue cannot use; it is never changed automatically.
 var ErrIncompatible = errors.New("jetstream: existing stream is incompatible")
 
+// bounds are what a queue's stream is bounded by.
+type bounds struct {
+	capacity int   // max_msgs
+	maxBytes int64 // max_bytes; 0 = none (-1 on the stream)
+	// explicit says maxBytes is queue.max_bytes; else it is the queue's
+	// share of a bounded store (QueueSettings.StoreShare).
+	explicit bool
+}
+
+// bounds are qs's stream bounds: queue.max_bytes when set, else the
+// store share.
+func (qs QueueSettings) bounds() bounds {
+	if qs.MaxBytes > 0 {
+		return bounds{capacity: qs.Capacity, maxBytes: qs.MaxBytes, explicit: true}
+	}
+	return bounds{capacity: qs.Capacity, maxBytes: qs.StoreShare}
+}
+
 // streamConfig is the stream that holds downstream's queue.
-func (st *Store) streamConfig(downstream string, capacity int) natsjs.StreamConfig {
+func (st *Store) streamConfig(downstream string, b bounds) natsjs.StreamConfig {
 	storage := natsjs.FileStorage
 	if st.set.Storage == "memory" {
 		storage = natsjs.MemoryStorage
@@ -27,11 +45,20 @@ func (st *Store) streamConfig(downstream string, capacity int) natsjs.StreamConf
 		Retention:   natsjs.WorkQueuePolicy,
 		Storage:     storage,
 		Replicas:    st.set.Replicas,
-		MaxMsgs:     int64(capacity),
+		MaxMsgs:     int64(b.capacity),
+		MaxBytes:    streamMaxBytes(b.maxBytes),
 		Discard:     natsjs.DiscardNew,
 		MaxMsgSize:  st.set.MaxMsgSize,
 		Duplicates:  st.set.DedupeWindow,
 	}
+}
+
+// streamMaxBytes is a stream's max_bytes for a bound of n bytes (0 = none).
+func streamMaxBytes(n int64) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return n
 }
 
 func (st *Store) consumerConfig() natsjs.ConsumerConfig {
@@ -50,13 +77,14 @@ func (st *Store) consumerConfig() natsjs.ConsumerConfig {
 
 // ensure creates downstream's stream and consumer, or checks an existing
 // stream: incompatible settings are an ErrIncompatible naming each; the
-// capacity, message size and duplicate window are updated to the config.
+// capacity, byte bound, message size and duplicate window are updated to
+// the config.
 //
 // Each request waits at most RequestTimeout (or until ctx is done): a
 // request lost while the cluster elects a leader costs that, and the
 // caller tries again, rather than the whole of ctx.
-func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (natsjs.Stream, natsjs.Consumer, error) {
-	want := st.streamConfig(downstream, capacity)
+func (st *Store) ensure(ctx context.Context, downstream string, b bounds) (natsjs.Stream, natsjs.Consumer, error) {
+	want := st.streamConfig(downstream, b)
 	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	s, err := st.js.Stream(rctx, want.Name)
 	cancel()
@@ -68,7 +96,7 @@ func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (n
 			return nil, nil, fmt.Errorf("create stream %s: %w", want.Name, err)
 		}
 		st.log.Info("jetstream queue stream created", "stream", want.Name, "subject", want.Subjects[0],
-			"replicas", want.Replicas, "storage", want.Storage.String(), "max_msgs", want.MaxMsgs)
+			"replicas", want.Replicas, "storage", want.Storage.String(), "max_msgs", want.MaxMsgs, "max_bytes", want.MaxBytes)
 	case err != nil:
 		return nil, nil, fmt.Errorf("look up stream %s: %w", want.Name, err)
 	default:
@@ -76,14 +104,15 @@ func (st *Store) ensure(ctx context.Context, downstream string, capacity int) (n
 		if err := incompatible(have, want); err != nil {
 			return nil, nil, err
 		}
-		if have.MaxMsgs != want.MaxMsgs || have.MaxMsgSize != want.MaxMsgSize || have.Duplicates != want.Duplicates {
+		if have.MaxMsgs != want.MaxMsgs || have.MaxBytes != want.MaxBytes || have.MaxMsgSize != want.MaxMsgSize ||
+			have.Duplicates != want.Duplicates {
 			upd := have
-			upd.MaxMsgs, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxMsgSize, want.Duplicates
+			upd.MaxMsgs, upd.MaxBytes, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxBytes, want.MaxMsgSize, want.Duplicates
 			rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 			defer cancel()
 			if s, err = st.js.UpdateStream(rctx, upd); err != nil {
-				return nil, nil, fmt.Errorf("update stream %s (max_msgs %d, max_msg_size %d, duplicates %s): %w",
-					want.Name, want.MaxMsgs, want.MaxMsgSize, want.Duplicates, err)
+				return nil, nil, fmt.Errorf("update stream %s (max_msgs %d, max_bytes %d, max_msg_size %d, duplicates %s): %w",
+					want.Name, want.MaxMsgs, want.MaxBytes, want.MaxMsgSize, want.Duplicates, err)
 			}
 		}
 	}

@@ -49,6 +49,10 @@ type StreamSettings struct {
 	Subject    string        // the downstream's dead-letter subject
 	MaxAge     time.Duration // older dead letters are discarded; 0 = no age bound
 	MaxMsgs    int           // past this many the oldest is discarded; 0 = no count bound
+	// MaxBytes is the room the dead letters keep in a bounded store: past
+	// it the oldest are discarded, so the stream never refuses one for its
+	// own bound. 0 = no byte bound.
+	MaxBytes int64
 }
 
 // Stored is one stored dead letter.
@@ -136,7 +140,7 @@ func (d *Store) Register(ds []StreamSettings) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, s := range ds {
-		if s.Downstream == "" || s.Subject == "" || s.MaxAge < 0 || s.MaxMsgs < 0 {
+		if s.Downstream == "" || s.Subject == "" || s.MaxAge < 0 || s.MaxMsgs < 0 || s.MaxBytes < 0 {
 			errs = append(errs, fmt.Errorf("deadletter: settings of %q: need a downstream and a subject, "+
 				"and limits >= 0; got %+v", s.Downstream, s))
 			continue
@@ -201,9 +205,12 @@ func (d *Store) deadConfig(s StreamSettings) natsjs.StreamConfig {
 	if d.set.Storage == "memory" {
 		storage = natsjs.MemoryStorage
 	}
-	maxMsgs := int64(s.MaxMsgs)
+	maxMsgs, maxBytes := int64(s.MaxMsgs), s.MaxBytes
 	if maxMsgs == 0 {
 		maxMsgs = -1
+	}
+	if maxBytes == 0 {
+		maxBytes = -1
 	}
 	// Dead letters carry no Nats-Msg-Id, so the duplicate window does
 	// nothing; the server wants it no longer than the max age.
@@ -219,6 +226,7 @@ func (d *Store) deadConfig(s StreamSettings) natsjs.StreamConfig {
 		Storage:     storage,
 		Replicas:    d.set.Replicas,
 		MaxMsgs:     maxMsgs,
+		MaxBytes:    maxBytes,
 		MaxAge:      s.MaxAge,
 		Discard:     natsjs.DiscardOld,
 		Duplicates:  dups,
@@ -239,7 +247,7 @@ func (d *Store) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, erro
 			return nil, fmt.Errorf("create dead-letter stream %s on %s: %w", want.Name, set.Subject, err)
 		}
 		d.log.Info("dead-letter stream created", "stream", want.Name, "subject", set.Subject,
-			"max_msgs", want.MaxMsgs, "max_age", want.MaxAge, "storage", want.Storage.String())
+			"max_msgs", want.MaxMsgs, "max_bytes", want.MaxBytes, "max_age", want.MaxAge, "storage", want.Storage.String())
 	case err != nil && noJetStream(err):
 		return nil, fmt.Errorf("%w: look up stream %s: %v", ErrNoJetStream, want.Name, err)
 	case err != nil:
@@ -249,13 +257,14 @@ func (d *Store) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, erro
 		if err := incompatible(have, want); err != nil { // the subject follows the config
 			return nil, err
 		}
-		if have.MaxMsgs != want.MaxMsgs || have.MaxAge != want.MaxAge || have.Duplicates != want.Duplicates ||
-			!slices.Equal(have.Subjects, want.Subjects) {
+		if have.MaxMsgs != want.MaxMsgs || have.MaxBytes != want.MaxBytes || have.MaxAge != want.MaxAge ||
+			have.Duplicates != want.Duplicates || !slices.Equal(have.Subjects, want.Subjects) {
 			upd := have
-			upd.MaxMsgs, upd.MaxAge, upd.Duplicates, upd.Subjects = want.MaxMsgs, want.MaxAge, want.Duplicates, want.Subjects
+			upd.MaxMsgs, upd.MaxBytes, upd.MaxAge = want.MaxMsgs, want.MaxBytes, want.MaxAge
+			upd.Duplicates, upd.Subjects = want.Duplicates, want.Subjects
 			if s, err = d.js.UpdateStream(ctx, upd); err != nil {
-				return nil, fmt.Errorf("update dead-letter stream %s (subject %s, max_msgs %d, max_age %s): %w",
-					want.Name, set.Subject, want.MaxMsgs, want.MaxAge, err)
+				return nil, fmt.Errorf("update dead-letter stream %s (subject %s, max_msgs %d, max_bytes %d, max_age %s): %w",
+					want.Name, set.Subject, want.MaxMsgs, want.MaxBytes, want.MaxAge, err)
 			}
 		}
 	}

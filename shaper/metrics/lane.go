@@ -15,6 +15,7 @@ type Lane struct {
 	Delivered                                       map[string]prometheus.Counter
 	DLStoreErrors, DLLost                           prometheus.Counter
 	Depth, Capacity, Rate, Inflight, Paused         prometheus.Gauge
+	StoreFull                                       prometheus.Gauge
 	Wait, Duration                                  prometheus.Observer
 	PolicyLane
 }
@@ -35,8 +36,8 @@ func (m *Metrics) ForLane(name string, maxWait time.Duration) *Lane {
 		DLStoreErrors: m.DLStoreErrors.WithLabelValues(name), DLLost: m.DLLost.WithLabelValues(name),
 		Depth: m.Depth.WithLabelValues(name), Capacity: m.Capacity.WithLabelValues(name),
 		Rate: m.Rate.WithLabelValues(name), Inflight: m.Inflight.WithLabelValues(name),
-		Paused: m.Paused.WithLabelValues(name),
-		Wait:   m.wait.forLane(name, maxWait), Duration: m.Duration.WithLabelValues(name),
+		Paused: m.Paused.WithLabelValues(name), StoreFull: m.StoreFull.WithLabelValues(name),
+		Wait: m.wait.forLane(name, maxWait), Duration: m.Duration.WithLabelValues(name),
 	}
 	for _, r := range m.labels.Rejected {
 		lm.Rejected[r] = m.Vecs.Rejected.WithLabelValues(name, r)
@@ -48,5 +49,6 @@ func (m *Metrics) ForLane(name string, maxWait time.Duration) *Lane {
 		lm.Delivered[o] = m.Delivered.WithLabelValues(name, o)
 	}
 	lm.PolicyLane = m.policyLane(name, m.labels.Shadow)
+	lm.StoreFull.Set(0)
 	return lm
 }

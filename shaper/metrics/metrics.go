@@ -32,6 +32,7 @@ type Vecs struct {
 	DLStoreErrors, DLLost       *prometheus.CounterVec
 	Depth, Capacity, Rate       *prometheus.GaugeVec
 	Inflight, Paused            *prometheus.GaugeVec
+	StoreFull                   *prometheus.GaugeVec
 	Duration                    *prometheus.HistogramVec
 	PolicyVecs
 }
@@ -83,6 +84,8 @@ func New(reg prometheus.Registerer, labels Labels) *Metrics {
 		Rate:     gauge("shaper_drain_rate_per_second", "Drain rate in starts per second: the configured rate, or the effective one under rate_control adaptive."),
 		Inflight: gauge("shaper_inflight", "Deliveries in progress."),
 		Paused:   gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
+		StoreFull: gauge("shaper_store_full",
+			"1 while a downstream's durable queue finds its store out of space (intake answers unavailable), else 0."),
 		Duration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "shaper_delivery_duration_seconds",
 			Help:    "Duration of one delivery try.",
@@ -175,7 +178,7 @@ func (m *Metrics) Forget(name string) {
 		m.Started.MetricVec, m.Retries.MetricVec, m.Pushbacks.MetricVec, m.Vecs.Rejected.MetricVec,
 		m.Vecs.Dropped.MetricVec, m.Delivered.MetricVec, m.DLStoreErrors.MetricVec, m.DLLost.MetricVec,
 		m.Depth.MetricVec, m.Capacity.MetricVec,
-		m.Rate.MetricVec, m.Inflight.MetricVec, m.Paused.MetricVec,
+		m.Rate.MetricVec, m.Inflight.MetricVec, m.Paused.MetricVec, m.StoreFull.MetricVec,
 		m.Duration.MetricVec, m.Shadow.MetricVec, m.RateConfigured.MetricVec,
 		m.RateCuts.MetricVec, m.FairKeys.MetricVec, m.Refunds.MetricVec, m.BadHeaders.MetricVec,
 		m.BreakerOpen.MetricVec, m.BreakerTrips.MetricVec} {

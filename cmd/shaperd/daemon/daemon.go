@@ -56,6 +56,7 @@ type Daemon struct {
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
 	durable   readiness // each durable queue's Ready, for /readyz
+	shares    storeShares
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
 
@@ -148,6 +149,9 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 			return err
 		}
 		cleanups = append(cleanups, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
+		if jc := srv.JetStreamConfig(); jc != nil {
+			d.shares.embedded.Store(jc.MaxStore)
+		}
 		url = srv.ClientURL()
 	}
 

@@ -20,12 +20,13 @@ func deadStoreSettings(cfg config.Config, d *Daemon) deadletter.StoreSettings {
 	return deadletter.StoreSettings{StreamPrefix: j.StreamPrefix, Replicas: j.Replicas, Storage: j.Storage, Logger: d.log}
 }
 
-// deadSettings are the dead-letter streams cfg asks for, one per downstream.
-func deadSettings(cfg config.Config) []deadletter.StreamSettings {
+// deadSettings are the dead-letter streams cfg asks for, one per
+// downstream, each keeping its room of a bounded store (shares).
+func deadSettings(cfg config.Config, shares *storeShares) []deadletter.StreamSettings {
 	var out []deadletter.StreamSettings
 	for _, ls := range cfg.ShaperSettings().Lanes {
 		out = append(out, deadletter.StreamSettings{Downstream: ls.Name, Subject: ls.DeadLetter,
-			MaxAge: ls.DeadLetters.MaxAge, MaxMsgs: ls.DeadLetters.MaxCount})
+			MaxAge: ls.DeadLetters.MaxAge, MaxMsgs: ls.DeadLetters.MaxCount, MaxBytes: shares.dead(ls.Name)})
 	}
 	return out
 }
@@ -42,7 +43,7 @@ func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *na
 		durable = durable || ls.Durable
 	}
 	pub, err := deadletter.NewPublisher(ctx, nc, store, deadletter.PublisherSettings{
-		Streams: deadSettings(cfg), Durable: durable, EnsureWithin: ensureTimeout, EnsureTry: startTry, Logger: d.log})
+		Streams: deadSettings(cfg, &d.shares), Durable: durable, EnsureWithin: ensureTimeout, EnsureTry: startTry, Logger: d.log})
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *na
 // ensureDead applies next's dead-letter settings (reload).
 func (d *Daemon) ensureDead(next config.Config) {
 	if store := d.dead.Load(); store != nil {
-		deadletter.Reconfigure(store, deadSettings(next), ensureTimeout)
+		deadletter.Reconfigure(store, deadSettings(next, &d.shares), ensureTimeout)
 	}
 }
 

@@ -50,6 +50,9 @@ func (r *readiness) of(name string) (ready func() error, ok bool) {
 // storage prepares the JetStream side: the durable queues' factory and the
 // dead-letter stores.
 func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Roles, error), *deadletter.Publisher, error) {
+	if err := d.planStore(ctx, cfg, nc); err != nil {
+		return nil, nil, err
+	}
 	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
 		return nil, nil, err
@@ -74,7 +77,7 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 	var durable []jetstream.QueueSettings
 	for _, ls := range cfg.ShaperSettings().Lanes {
 		if ls.Durable {
-			durable = append(durable, queueSettings(ls))
+			durable = append(durable, d.queueSettings(ls))
 		}
 	}
 	if len(durable) > 0 && nc.IsConnected() {
@@ -90,7 +93,7 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 		}
 	}
 	return func(ls shaper.LaneSettings) (queue.Roles, error) {
-		q, err := st.Queue(queueSettings(ls))
+		q, err := st.Queue(d.queueSettings(ls))
 		if err != nil {
 			return queue.Roles{}, err
 		}
@@ -115,7 +118,9 @@ func jetStreamSettings(cfg config.Config, d *Daemon) jetstream.Settings {
 	}
 }
 
-// queueSettings are what a lane's durable queue needs of its settings.
-func queueSettings(ls shaper.LaneSettings) jetstream.QueueSettings {
-	return jetstream.QueueSettings{Name: ls.Name, Capacity: ls.Capacity, Rate: ls.Rate, Concurrency: ls.Concurrency}
+// queueSettings are what a lane's durable queue needs of its settings,
+// and its share of a bounded store.
+func (d *Daemon) queueSettings(ls shaper.LaneSettings) jetstream.QueueSettings {
+	return jetstream.QueueSettings{Name: ls.Name, Capacity: ls.Capacity, Rate: ls.Rate, Concurrency: ls.Concurrency,
+		MaxBytes: ls.MaxBytes, StoreShare: d.shares.queue(ls.Name)}
 }

@@ -19,6 +19,12 @@ import (
 // payload_too_large reply instead of a publish error at the producer.
 const embeddedHeadroom = 64 << 10
 
+// embeddedReadyWithin bounds the embedded server's start: waiting for its
+// port (a daemon that was just stopped may still hold it while it finishes
+// its shutdown grace) and then for the server, which recovers its
+// JetStream store before it accepts connections.
+const embeddedReadyWithin = 2 * time.Minute
+
 // startEmbedded starts an in-process NATS server with JetStream, storing
 // under cfg.Embedded.StoreDir. A listen port of 0 picks a free port.
 func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) {
@@ -43,22 +49,51 @@ func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) 
 		Port:                   port,
 		JetStream:              true,
 		StoreDir:               cfg.NATS.Embedded.StoreDir,
+		JetStreamMaxStore:      int64(cfg.NATS.Embedded.MaxStore), // 0: the server's own
 		MaxPayload:             int32(maxPayload),
 		NoSigs:                 true,
 		NoLog:                  true,
 		DisableJetStreamBanner: true,
+	}
+	deadline := time.Now().Add(embeddedReadyWithin)
+	if port != server.RANDOM_PORT {
+		if err := waitForPort(net.JoinHostPort(host, portStr), deadline, log); err != nil {
+			return nil, err
+		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats server: %w", err)
 	}
 	srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
+	if !srv.ReadyForConnections(time.Until(deadline)) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("embedded nats server on %s did not become ready within 10s", cfg.NATS.Embedded.Listen)
+		return nil, fmt.Errorf("embedded nats server on %s did not become ready within %s", cfg.NATS.Embedded.Listen, embeddedReadyWithin)
 	}
 	log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATS.Embedded.StoreDir)
 	return srv, nil
+}
+
+// waitForPort waits until addr can be listened on, or deadline: a daemon
+// restarted right after a stop finds the port still held while the old
+// one finishes. It logs once while it waits.
+func waitForPort(addr string, deadline time.Time, log *slog.Logger) error {
+	logged := false
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			_ = ln.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("embedded nats server: nats.embedded.listen %s is still in use after %s: %w", addr, embeddedReadyWithin, err)
+		}
+		if !logged {
+			logged = true
+			log.Warn("embedded NATS server: waiting for its port (a stopping daemon may still hold it)", "listen", addr, "error", err.Error())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // connectOptions are the client options, chosen deliberately:
