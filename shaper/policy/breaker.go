@@ -22,9 +22,16 @@ import (
 //     answers Held). An answer that is not a failure closes the breaker and
 //     the schedule restarts from that moment, without a burst; a failure
 //     reopens it for twice as long as the last time, at most MaxOpenFor.
+//     A probe that failed asked the downstream on the breaker's behalf:
+//     the lane puts its job back without using one of its attempts (see
+//     Probe), so an outage of any length exhausts no job.
 //
 // Tries cancelled at shutdown are not booked.
+//
+// The defaults are the config's when a downstream has no breaker key (the
+// breaker is on); a zero BreakerSettings is off.
 const (
+	DefaultBreakerFailures   = 5
 	DefaultBreakerOpenFor    = 5 * time.Second
 	DefaultBreakerMaxOpenFor = 5 * time.Minute
 )
@@ -108,6 +115,13 @@ func (b *Breaker) Started(_ time.Time, t Try) {
 	if b.st.open && b.st.probe == nil {
 		b.st.probe = t.Job
 	}
+}
+
+// Probe reports whether job is the probe in flight of an open breaker.
+// The lane asks before booking the probe's answer: a probe whose answer
+// reopens the breaker does not count against its job's attempts.
+func (b *Breaker) Probe(job *queue.Job) bool {
+	return b.set.Failures > 0 && b.st.open && b.st.probe == job
 }
 
 // failed reports whether an answer is a failure to the breaker.

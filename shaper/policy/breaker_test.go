@@ -42,6 +42,11 @@ func TestBreaker(t *testing.T) {
 		if g := b.Gate(s.now, 0); g != s.gate || b.State(s.now) != s.state {
 			t.Fatalf("%s: state %s gate %+v, want %s %+v", s.name, b.State(s.now), g, s.state, s.gate)
 		}
+		// Probe names the probe in flight only (the lane asks it before
+		// booking an answer).
+		if got, want := b.Probe(probe.Job) || b.Probe(probe2.Job), s.gate.Held; got != want {
+			t.Fatalf("%s: Probe = %v, want %v", s.name, got, want)
+		}
 	}
 	want := []BreakerEvent{BreakerTripped, BreakerProbeFailed, BreakerProbed}
 	if len(events) != len(want) || events[0] != want[0] || events[1] != want[1] || events[2] != want[2] {
