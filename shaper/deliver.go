@@ -73,6 +73,8 @@ func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 	a := policy.Answer{Try: policy.Try{Job: job}, Quota: fb.Quota, Inflight: l.inflight,
 		Cancelled: l.s.dctx.Err() != nil, Err: err}
 	a.Class, a.RetryAfter = classify(err)
+	var ov *OverloadError
+	a.Limited = a.Class == policy.Overloaded && errors.As(err, &ov) && ov.Limited
 	return a
 }
 
