@@ -20,16 +20,25 @@ downstreams.printer.breaker.max_open_for: must be breaker.open_for (5s)..24h, go
 	}
 }
 
-// TestBreakerSettings: off by default; env sets every key; the settings
-// reach the shaper, and a change needs no restart.
+// TestBreakerSettings: on by default with 5, 5s, 5m; failures 0 turns it
+// off; env sets every key; the settings reach the shaper, and a change
+// needs no restart.
 func TestBreakerSettings(t *testing.T) {
 	t.Parallel()
 	cfg, err := LoadWith("testdata/minimal.yaml", noEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.ShaperSettings().Lanes[0].Breaker; got != (policy.BreakerSettings{}) {
-		t.Errorf("default breaker %+v, want off", got)
+	on := policy.BreakerSettings{Failures: 5, OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute}
+	if got := cfg.ShaperSettings().Lanes[0].Breaker; got != on {
+		t.Errorf("default breaker %+v, want %+v", got, on)
+	}
+	off, err := LoadWith("testdata/minimal.yaml", Options{Environ: []string{"SHAPER_DOWNSTREAMS_PRINTER_BREAKER_FAILURES=0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := off.ShaperSettings().Lanes[0].Breaker; got != (policy.BreakerSettings{}) {
+		t.Errorf("breaker with failures 0: %+v, want off", got)
 	}
 	next, err := LoadWith("testdata/minimal.yaml", Options{Environ: []string{
 		"SHAPER_DOWNSTREAMS_PRINTER_BREAKER_FAILURES=5", "SHAPER_DOWNSTREAMS_PRINTER_BREAKER_OPEN_FOR=2s",

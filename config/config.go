@@ -122,7 +122,8 @@ type Downstream struct {
 
 // Breaker configures a downstream's circuit breaker: Failures consecutive
 // failed tries open it (no starts, jobs held); a probe after OpenFor,
-// doubling up to MaxOpenFor while probes fail. Failures 0 turns it off.
+// doubling up to MaxOpenFor while probes fail. On by default (see
+// DefaultDownstream); Failures 0 turns it off.
 type Breaker struct {
 	Failures   int           `mapstructure:"failures"`
 	OpenFor    time.Duration `mapstructure:"open_for"`

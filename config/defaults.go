@@ -40,10 +40,11 @@ func Defaults() Config {
 
 // DefaultDownstream returns the defaults every downstream starts from:
 // concurrency 1, queue.backend jetstream, no max_wait (0 = jobs wait as long
-// as the queue holds them), retry {5, 1s, 1m}, dead letters kept for 168h,
-// at most 10000. Rate, queue.capacity and the sink have no default;
-// admission is off unless configured; dead_letter defaults to
-// shaper.dead.<name> (DeadLetterSubject).
+// as the queue holds them), retry {5, 1s, 1m}, the breaker on {5, 5s, 5m}
+// (failures 0 turns it off), dead letters kept for 168h, at most 10000.
+// Rate, queue.capacity and the sink have no default; admission is off
+// unless configured; dead_letter defaults to shaper.dead.<name>
+// (DeadLetterSubject).
 func DefaultDownstream() Downstream {
 	return Downstream{
 		Concurrency: shaper.DefaultConcurrency,
@@ -52,7 +53,8 @@ func DefaultDownstream() Downstream {
 			MaxBackoff: shaper.DefaultMaxBackoff},
 		DeadLetters: DeadLetters{MaxAge: shaper.DefaultDeadLetterMaxAge, MaxCount: shaper.DefaultDeadLetterMaxCount},
 		RateControl: RateFixed,
-		Breaker:     Breaker{OpenFor: policy.DefaultBreakerOpenFor, MaxOpenFor: policy.DefaultBreakerMaxOpenFor},
+		Breaker: Breaker{Failures: policy.DefaultBreakerFailures, OpenFor: policy.DefaultBreakerOpenFor,
+			MaxOpenFor: policy.DefaultBreakerMaxOpenFor},
 	}
 }
 

@@ -169,8 +169,8 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-// defaultBreaker is downstreams.NAME.breaker when not configured: off.
-var defaultBreaker = Breaker{OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute}
+// defaultBreaker is downstreams.NAME.breaker when not configured: on.
+var defaultBreaker = Breaker{Failures: 5, OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute}
 
 func TestLoadMinimalAppliesDefaults(t *testing.T) {
 	t.Parallel()

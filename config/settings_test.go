@@ -13,6 +13,7 @@ import (
 
 	"github.com/shaperd/shaper/limiter"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 func TestShaperSettings(t *testing.T) {
@@ -21,6 +22,7 @@ func TestShaperSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	on := policy.BreakerSettings{Failures: 5, OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute} // the default
 	want := shaper.Settings{
 		ShutdownGrace: 10 * time.Second,
 		Lanes: []shaper.LaneSettings{
@@ -31,6 +33,7 @@ func TestShaperSettings(t *testing.T) {
 				Sink:        shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
 				DeadLetter:  "shaper.dead.legacy-erp",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 168 * time.Hour, MaxCount: 10000},
+				Breaker:     on,
 				Policies:    shaper.Policies{MaxCost: 1},
 			},
 			{
@@ -41,6 +44,7 @@ func TestShaperSettings(t *testing.T) {
 					Timeout: 10 * time.Second, Headers: http.Header{"X-Api-Key": {"secret-key"}}}},
 				DeadLetter:  "shaper.dead.printer",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 24 * time.Hour, MaxCount: 500},
+				Breaker:     on,
 				Policies:    shaper.Policies{MaxCost: 1},
 			},
 		},

@@ -314,7 +314,8 @@ func testDownstreams(t *testing.T) (healthy, failing *httptest.Server) {
 
 // promConfig is the daemon's config: healthy drains 20/s, is offered 14/s
 // and keeps its admission state in the NATS KV (so the KV store's series
-// exist); failing drains 10/s, is offered 33/s, gives up after 2 tries.
+// exist); failing drains 10/s, is offered 33/s, gives up after 2 tries
+// (no breaker holds its jobs).
 func promConfig(t *testing.T, natsURL, healthy, failing string) string {
 	t.Helper()
 	yaml := fmt.Sprintf(`
@@ -332,6 +333,7 @@ downstreams:
     queue: { capacity: 20, backend: memory, max_wait: 30s }
     sink: { http: { url: %q, timeout: 2s } }
     retry: { max_attempts: 2, initial_backoff: 100ms, max_backoff: 100ms }
+    breaker: { failures: 0 }  # every job dead-lettered after its tries, none held
 `, natsURL, healthy, failing)
 	path := filepath.Join(t.TempDir(), "shaper.yaml")
 	if err := os.WriteFile(path, []byte(yaml), 0o644); err != nil {

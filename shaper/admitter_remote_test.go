@@ -39,6 +39,8 @@ func (f *fakeRemote) Blocks() bool                 { return true }
 
 func (f *fakeRemote) Sweep(now time.Time) int { return f.k.Sweep(now) }
 
+func (f *fakeRemote) Refund(key string, now time.Time, cost int) { f.k.Refund(key, now, cost) }
+
 func (f *fakeRemote) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()

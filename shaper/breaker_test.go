@@ -232,3 +232,39 @@ func TestBreakerRetryAfter(t *testing.T) {
 		}
 	})
 }
+
+// TestBreakerDefaultsHoldLongOutage: under the default breaker and retry
+// policy, 30 queued jobs outlast an outage of minutes or of an hour (max
+// wait longer still): no job is dead-lettered and all 30 are delivered
+// once the downstream is back. A failed probe uses no attempt of its job;
+// when it did, the hour's probes exhausted a job.
+func TestBreakerDefaultsHoldLongOutage(t *testing.T) {
+	for _, outage := range []time.Duration{20 * time.Second, 2 * time.Minute, time.Hour} {
+		t.Run(outage.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sink := downUntil(outage)
+				cfg := laneCfg("a", 10, 100)
+				cfg.Breaker = policy.BreakerSettings{Failures: policy.DefaultBreakerFailures} // open_for and max_open_for default
+				cfg.MaxWait = 2 * time.Hour
+				h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})
+				defer h.stop()
+				h.submit("a", 30)
+				time.Sleep(outage + 10*time.Minute) // the last opening is at most 5 m
+				synctest.Wait()
+				st := h.status("a")
+				if n := len(h.dl.list()); n != 0 || st.Delivered[OutcomeSuccess] != 30 {
+					t.Fatalf("dead letters %v, delivered %v: want 0 and 30", h.dl.reasons(), st.Delivered)
+				}
+				failed := 0 // the tries that opened the breaker, then the probes
+				for _, tr := range sink.all() {
+					if tr.at < outage {
+						failed++
+					}
+				}
+				if failed <= policy.DefaultBreakerFailures {
+					t.Errorf("%d failed tries: want the %d that opened the breaker, then probes", failed, policy.DefaultBreakerFailures)
+				}
+			})
+		})
+	}
+}

@@ -90,8 +90,13 @@ func (e *PushbackError) Unwrap() error { return e.Err }
 // OverloadError reports an answer meaning "too many requests" that carries
 // no usable Retry-After (HTTP 429 or 503 without one). The lane retries it
 // with backoff like any failure; under adaptive rate control it also cuts
-// the rate, and it counts as a failure for the breaker.
-type OverloadError struct{ Err error }
+// the rate. It counts as a failure for the breaker unless Limited: a 429
+// is the answer of a downstream that is up and limiting, a 503 of one
+// that is unavailable.
+type OverloadError struct {
+	Err     error
+	Limited bool // a 429 (too many requests), not a 503
+}
 
 func (e *OverloadError) Error() string { return e.Err.Error() }
 func (e *OverloadError) Unwrap() error { return e.Err }

@@ -38,6 +38,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		l.m.BadHeaders.Add(float64(fb.Malformed))
 	}
 	a := l.answer(job, fb, err)
+	probe := l.brk.Probe(job) // asked before the breaker books the answer
 	for _, p := range l.policies {
 		p.Finished(now, a)
 	}
@@ -58,6 +59,8 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		l.onPushback(job, err, now)
 	case a.Class == policy.Refused:
 		l.fail(job, err)
+	case probe && l.brk.State(now) != policy.BreakerClosed:
+		l.onProbeFailed(job, now)
 	default:
 		l.onError(job, err, retry, now)
 	}
@@ -70,6 +73,8 @@ func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 	a := policy.Answer{Try: policy.Try{Job: job}, Quota: fb.Quota, Inflight: l.inflight,
 		Cancelled: l.s.dctx.Err() != nil, Err: err}
 	a.Class, a.RetryAfter = classify(err)
+	var ov *OverloadError
+	a.Limited = a.Class == policy.Overloaded && errors.As(err, &ov) && ov.Limited
 	return a
 }
 
@@ -114,6 +119,20 @@ func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
 		l.drop(job, ReasonExpired, "downstream pushback outlasts max wait: "+pb.Error())
 		return
 	}
+	l.q.RetryLater(job, now, true)
+	l.m.Depth.Set(float64(l.q.Len()))
+}
+
+// onProbeFailed puts back the breaker's probe, whose failure reopened the
+// breaker. The probe asked on the breaker's behalf whether the downstream
+// is back, so, like a pushback, it uses none of its job's attempts: an
+// outage of any length exhausts no job, and the job's deadline (max_wait)
+// bounds the holding. It goes back as a retry ready now: behind the
+// retries that have waited longer, so on a memory queue the next probe is
+// another job that failed before the breaker opened, when there is one;
+// a durable queue holds it for the next probe (without counting a
+// delivery). Requires l.mu.
+func (l *lane) onProbeFailed(job *queue.Job, now time.Time) {
 	l.q.RetryLater(job, now, true)
 	l.m.Depth.Set(float64(l.q.Len()))
 }

@@ -28,9 +28,10 @@ func (a *blockingAdmitter) AllowAt(string, time.Time, int) (limiter.Decision, er
 	return limiter.Decision{Allowed: true}, nil
 }
 
-func (a *blockingAdmitter) Sweep(time.Time) int          { return 0 }
-func (a *blockingAdmitter) Stats() (limiter.Stats, bool) { return limiter.Stats{}, false }
-func (a *blockingAdmitter) Blocks() bool                 { return true }
+func (a *blockingAdmitter) Sweep(time.Time) int           { return 0 }
+func (a *blockingAdmitter) Refund(string, time.Time, int) {}
+func (a *blockingAdmitter) Stats() (limiter.Stats, bool)  { return limiter.Stats{}, false }
+func (a *blockingAdmitter) Blocks() bool                  { return true }
 
 // A lane whose admission store hangs holds up neither the caller nor any
 // other lane; its jobs are answered when the store answers, and shutdown

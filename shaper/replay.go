@@ -90,44 +90,42 @@ func (s *Shaper) TryReplayAt(now time.Time, job *queue.Job, done func(Receipt)) 
 // the lane's next reschedule; otherwise done gets (or will get) the answer.
 func (s *Shaper) replayAt(now time.Time, job *queue.Job, done func(Receipt)) (time.Duration, <-chan struct{}, bool) {
 	l := s.lookup(job)
-	var rc Receipt
-	var stored queue.Stored
-	var pending bool
+	var sub submission
 	if l == nil {
-		rc, stored, pending = s.submit(now, nil, job) // unknown downstream or shutting down
+		sub = s.submit(now, nil, job) // unknown downstream or shutting down
 	} else {
 		var wait time.Duration
 		var changed <-chan struct{}
-		rc, stored, pending, wait, changed = l.replay(now, job, Receipt{JobID: job.ID, Downstream: job.Downstream})
+		sub, wait, changed = l.replay(now, job, Receipt{JobID: job.ID, Downstream: job.Downstream})
 		if changed != nil {
 			return wait, changed, true
 		}
 	}
-	if !pending {
-		done(rc)
+	if !sub.pending {
+		done(sub.rc)
 		return 0, nil, false
 	}
-	l.await(now, job, rc, stored, done)
+	l.await(now, job, sub, done)
 	return 0, nil, false
 }
 
-// replay is lane.submit without the admission rule, behind the busy gate.
-// A busy lane answers how long until it could take job and the channel
-// its next reschedule closes (non-nil only then), and counts nothing.
-func (l *lane) replay(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue.Stored, bool, time.Duration, <-chan struct{}) {
+// replay is lane.submit without the admission rule (nothing is charged),
+// behind the busy gate. A busy lane answers how long until it could take
+// job and the channel its next reschedule closes (non-nil only then), and
+// counts nothing.
+func (l *lane) replay(now time.Time, job *queue.Job, rc Receipt) (submission, time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if wait, busy := l.replayWait(now); busy {
-		return rc, queue.Stored{}, false, max(wait, minReplayWait), l.replayChanged()
+		return submission{rc: rc}, max(wait, minReplayWait), l.replayChanged()
 	}
 	l.c.received++
 	l.m.Received.Inc()
 	rc, ok := l.check(now, job, rc)
 	if !ok {
-		return rc, queue.Stored{}, false, 0, nil
+		return submission{rc: rc}, 0, nil
 	}
-	rc, stored, pending := l.place(now, job, rc)
-	return rc, stored, pending, 0, nil
+	return l.place(now, job, rc), 0, nil
 }
 
 // replayChanged returns the channel the lane's next reschedule closes.

@@ -51,12 +51,13 @@ func (s *Shaper) SubmitFunc(job *queue.Job, done func(Receipt)) {
 // submitFunc runs the path and calls done with the receipt, now or once
 // the queue's store answered.
 func (s *Shaper) submitFunc(now time.Time, l *lane, job *queue.Job, done func(Receipt)) {
-	rc, stored, pending := s.submit(now, l, job)
-	if !pending {
-		done(rc)
+	sub := s.submit(now, l, job)
+	if !sub.pending {
+		s.refund(sub.charged, sub.rc)
+		done(sub.rc)
 		return
 	}
-	l.await(now, job, rc, stored, done)
+	l.await(now, job, sub, done)
 }
 
 // Submit is SubmitAt(time.Now(), job).
@@ -67,12 +68,13 @@ func (s *Shaper) Submit(job *queue.Job) Receipt { return s.SubmitAt(time.Now(), 
 // remote admission decision, a durable store.
 func (s *Shaper) SubmitAt(now time.Time, job *queue.Job) Receipt {
 	l := s.lookup(job)
-	rc, stored, pending := s.submit(now, l, job)
-	if !pending {
-		return rc
+	sub := s.submit(now, l, job)
+	if !sub.pending {
+		s.refund(sub.charged, sub.rc)
+		return sub.rc
 	}
 	ch := make(chan Receipt, 1)
-	l.await(now, job, rc, stored, func(rc Receipt) { ch <- rc })
+	l.await(now, job, sub, func(rc Receipt) { ch <- rc })
 	return <-ch
 }
 
@@ -86,20 +88,29 @@ func (s *Shaper) lookup(job *queue.Job) *lane {
 	return s.active[job.Downstream]
 }
 
-// submit answers a job for an unknown lane, or runs l's path; pending
-// means the receipt waits for the queue's store (l.await).
-func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job) (Receipt, queue.Stored, bool) {
+// submission is where a job's path left it: its receipt, final unless
+// pending (then stored runs the queue's store, l.await), and what
+// admission charged for it, given back if the job is refused after all.
+type submission struct {
+	rc      Receipt
+	stored  queue.Stored
+	pending bool
+	charged charge
+}
+
+// submit answers a job for an unknown lane, or runs l's path.
+func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job) submission {
 	rc := Receipt{JobID: job.ID, Downstream: job.Downstream}
 	switch {
 	case l != nil:
 		return l.submit(now, job, rc)
 	case s.closing.Load():
 		s.met.Received(unknownLabel)
-		return s.reject(nil, rc, ReasonUnavailable, 0, errShuttingDown), queue.Stored{}, false
+		return submission{rc: s.reject(nil, rc, ReasonUnavailable, 0, errShuttingDown)}
 	default:
 		s.met.Received(unknownLabel)
-		return s.reject(nil, rc, ReasonUnknownDownstream, 0,
-			fmt.Errorf("no downstream named %q", job.Downstream)), queue.Stored{}, false
+		return submission{rc: s.reject(nil, rc, ReasonUnknownDownstream, 0,
+			fmt.Errorf("no downstream named %q", job.Downstream))}
 	}
 }
 
@@ -112,57 +123,99 @@ func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job) (Receipt, queue.
 // admission decision is made under the same lock; one that does I/O is
 // made with the lock released, and the checks run again once it is
 // retaken (the queue may have filled meanwhile: the job is then refused
-// although its key was charged, erring toward admitting less). The queue
-// then takes the job under the lock: a memory kind places it there and the
-// receipt is final; a durable kind's Stored is returned pending, for await
-// to run once the lock is released. Every receipt is counted (received,
+// and its key's charge given back). The queue then takes the job under the
+// lock: a memory kind places it there and the receipt is final; a durable
+// kind's Stored is returned pending, for await to run once the lock is
+// released. A job refused after admission charged it (a repeated check,
+// the queue's store full or failing) gets the charge back (Shaper.refund,
+// run by the caller without the lock). Every receipt is counted (received,
 // accepted, rejected{reason}).
-func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue.Stored, bool) {
+func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt) submission {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.c.received++
 	l.m.Received.Inc()
 	rc, ok := l.check(now, job, rc)
+	var c charge
 	if ok {
 		var dec decision
 		dec, rc, ok = l.decide(now, job, rc)
+		c = dec.charged(job, now)
 		if ok {
 			rc, ok = l.admitted(job, rc, dec)
 		}
 	}
 	if !ok {
-		return rc, queue.Stored{}, false
+		return submission{rc: rc, charged: c}
 	}
-	return l.place(now, job, rc)
+	sub := l.place(now, job, rc)
+	sub.charged = c
+	return sub
 }
 
 // place offers a job that passed the checks to the queue: a memory kind's
 // answer is booked at once; a durable kind's Stored is returned pending,
 // for await. Requires l.mu.
-func (l *lane) place(now time.Time, job *queue.Job, rc Receipt) (Receipt, queue.Stored, bool) {
+func (l *lane) place(now time.Time, job *queue.Job, rc Receipt) submission {
 	stored := l.enqueue(now, job)
 	if p, known, err := stored.Answer(); known {
-		return l.stored(now, job, rc, p, err), queue.Stored{}, false
+		return submission{rc: l.stored(now, job, rc, p, err)}
 	}
-	return rc, stored, true
+	return submission{rc: rc, stored: stored, pending: true}
 }
 
 // await runs a durable queue's Stored, without l.mu, and calls done with
-// the booked receipt once the store answered.
-func (l *lane) await(now time.Time, job *queue.Job, rc Receipt, stored queue.Stored, done func(Receipt)) {
-	stored.Then(func(p queue.Placed, err error) {
+// the booked receipt once the store answered, after giving back the
+// job's charge if the store refused or failed it.
+func (l *lane) await(now time.Time, job *queue.Job, sub submission, done func(Receipt)) {
+	sub.stored.Then(func(p queue.Placed, err error) {
 		l.mu.Lock()
-		rc := l.stored(now, job, rc, p, err)
+		rc := l.stored(now, job, sub.rc, p, err)
 		l.mu.Unlock()
+		l.s.refund(sub.charged, rc)
 		done(rc)
 	})
 }
 
 // decision is an admission rule's answer, made under or outside the
-// lane's lock and passed on as a value.
+// lane's lock and passed on as a value, with the rule that made it.
 type decision struct {
 	limiter.Decision
 	err error
+	adm admission.Admitter // nil = no rule
+}
+
+// charged is what d charged for job at now: nothing unless a rule
+// admitted it.
+func (d decision) charged(job *queue.Job, now time.Time) charge {
+	if d.adm == nil || d.err != nil || !d.Allowed {
+		return charge{}
+	}
+	return charge{adm: d.adm, key: job.Key, at: now, cost: queue.JobCost(job)}
+}
+
+// charge is what an admission rule charged for a job; the zero value
+// charged nothing.
+type charge struct {
+	adm  admission.Admitter
+	key  string
+	at   time.Time // the decision's instant; the refund is booked at it
+	cost int
+}
+
+// refund gives c back unless rc accepted the job. It runs without a
+// lane's lock; a rule whose store does I/O refunds on a goroutine owned
+// by the Shaper (goRemote), so neither the caller nor a durable queue's
+// store waits for it; when none can start (shutting down, or
+// maxRemoteDecisions in flight) the charge is kept.
+func (s *Shaper) refund(c charge, rc Receipt) {
+	switch {
+	case c.adm == nil || rc.Accepted:
+	case !c.adm.Blocks():
+		c.adm.Refund(c.key, c.at, c.cost)
+	default:
+		s.goRemote(func() { c.adm.Refund(c.key, c.at, c.cost) })
+	}
 }
 
 // decide asks the lane's admission rule about job, with l.mu released for
@@ -178,7 +231,7 @@ func (l *lane) decide(now time.Time, job *queue.Job, rc Receipt) (decision, Rece
 		l.swept = now
 		adm.Sweep(now)
 	}
-	var dec decision
+	dec := decision{adm: adm}
 	if !adm.Blocks() {
 		dec.Decision, dec.err = adm.AllowAt(job.Key, now, queue.JobCost(job))
 		return dec, rc, true

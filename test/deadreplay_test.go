@@ -97,8 +97,9 @@ func failingDownstream(t *testing.T) (*downstream, *atomic.Bool) {
 	return ds, healed
 }
 
-// deadRetry makes a failing job a dead letter after two quick tries.
-const deadRetry = "    retry: { max_attempts: 2, initial_backoff: 10ms, max_backoff: 10ms }\n    dead_letter: shaper.dead.printer\n"
+// deadRetry makes a failing job a dead letter after two quick tries (no
+// breaker holds it).
+const deadRetry = "    retry: { max_attempts: 2, initial_backoff: 10ms, max_backoff: 10ms }\n    breaker: { failures: 0 }\n    dead_letter: shaper.dead.printer\n"
 
 // publishJobs sends n accepted jobs and returns their job ids.
 func (in *instance) publishJobs(t *testing.T, n int, tag string) []string {

@@ -108,6 +108,7 @@ downstreams:
     queue: { capacity: 100, backend: jetstream }
     sink: { http: { url: %q, timeout: 2s } }
     retry: { max_attempts: 2, initial_backoff: 10ms, max_backoff: 10ms }
+    breaker: { failures: 0 }  # every failure a dead letter, none held
 `, natsAddr, storeDir, ds.URL)
 	p := startShaperd(t, conf)
 	nc, err := nats.Connect("nats://" + natsAddr)
@@ -282,6 +283,7 @@ downstreams:
     queue: { capacity: 100, backend: jetstream }
     sink: { http: { url: %q, timeout: 2s } }
     retry: { max_attempts: 1 }
+    breaker: { failures: 0 }  # every failure a dead letter, none held
 `, srv.ClientURL(), ds.URL)
 	nc, err := nats.Connect(srv.ClientURL())
 	if err != nil {

@@ -154,6 +154,7 @@ func TestHangingDownstream(t *testing.T) {
     sink:
       http: { url: "http://%s/", timeout: 300ms }
     retry: { max_attempts: 2, initial_backoff: 50ms, max_backoff: 50ms }
+    breaker: { failures: 0 }  # every job dead-lettered after its tries, none held
     dead_letter: dl.stuck
 `, ln.Addr()))
 	in := startDaemon(t, srv, cfg)

@@ -36,7 +36,9 @@ func healthyAndFailing(t *testing.T, n int) *instance {
 	bad.respond = func(int, *http.Request) (int, map[string]string) { return http.StatusInternalServerError, nil }
 	in, _ := startDaemonOpts(t, srv, baseConfig(
 		lane("printer", "20/s", 50, "", ok.URL),
-		lane("erp", "20/s", 50, "    retry: { max_attempts: 2, initial_backoff: 20ms, max_backoff: 50ms }\n    dead_letter: dl.erp\n", bad.URL)),
+		// The failing downstream dead-letters each job after its retries:
+		// no breaker holds them.
+		lane("erp", "20/s", 50, "    retry: { max_attempts: 2, initial_backoff: 20ms, max_backoff: 50ms }\n    breaker: { failures: 0 }\n    dead_letter: dl.erp\n", bad.URL)),
 		daemon.Options{HistoryInterval: 200 * time.Millisecond})
 	waitHistory(t, in, 2) // the rates have a baseline before any job
 	nc, err := nats.Connect(srv.ClientURL())

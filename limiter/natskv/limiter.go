@@ -40,6 +40,9 @@ type engine interface {
 	// allow decides for KV key k; an error is a store error (cost errors
 	// are caught before).
 	allow(ctx context.Context, k string, now int64, cost int) (limiter.Decision, error)
+	// refund gives KV key k back cost units charged at now; an error is a
+	// store error.
+	refund(ctx context.Context, k string, now int64, cost int) error
 	// costErr returns the rule's error for an inadmissible cost.
 	costErr(now int64, cost int) error
 	sweep(now int64) int

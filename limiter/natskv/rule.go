@@ -22,6 +22,8 @@ type algo[S any] struct {
 	// charge spends n units at now even beyond the capacity (debt), for
 	// approximate mode's reconciliation.
 	charge func(s S, now int64, n int) S
+	// refund gives back cost units charged at now (limiter's pure Refund).
+	refund func(s S, now int64, cost int) S
 }
 
 // Tags of encoded states. A state written by another rule (the config
@@ -57,7 +59,7 @@ func tokenBucketAlgo(cfg limiter.Config) (algo[limiter.TokenBucketState], error)
 		return math.Min(burst, s.Tokens+float64(now-s.Last)/1e9*rate)
 	}
 	return algo[limiter.TokenBucketState]{
-		tag: tagTokenBucket, fresh: r.Fresh, decide: r.Decide,
+		tag: tagTokenBucket, fresh: r.Fresh, decide: r.Decide, refund: r.Refund,
 		freshAt: func(s limiter.TokenBucketState, _ int64) int64 {
 			if s.Tokens >= burst {
 				return s.Last
@@ -89,7 +91,7 @@ func gcraAlgo(cfg limiter.Config) (algo[limiter.GCRAState], error) {
 	}
 	interval := int64(r.Interval())
 	return algo[limiter.GCRAState]{
-		tag: tagGCRA, fresh: r.Fresh, decide: r.Decide,
+		tag: tagGCRA, fresh: r.Fresh, decide: r.Decide, refund: r.Refund,
 		freshAt: func(s limiter.GCRAState, _ int64) int64 { return s.TAT },
 		enc: func(dst []byte, s limiter.GCRAState) []byte {
 			return le.AppendUint64(append(dst, tagGCRA), uint64(s.TAT))
@@ -113,7 +115,7 @@ func fixedWindowAlgo(cfg limiter.Config) (algo[limiter.FixedWindowState], error)
 	}
 	w := int64(cfg.Window)
 	return algo[limiter.FixedWindowState]{
-		tag: tagFixedWindow, fresh: r.Fresh, decide: r.Decide,
+		tag: tagFixedWindow, fresh: r.Fresh, decide: r.Decide, refund: r.Refund,
 		freshAt: func(s limiter.FixedWindowState, now int64) int64 {
 			if s.Count == 0 {
 				return now
@@ -141,7 +143,7 @@ func slidingCounterAlgo(cfg limiter.Config) (algo[limiter.SlidingCounterState], 
 	}
 	w := int64(cfg.Window)
 	return algo[limiter.SlidingCounterState]{
-		tag: tagSlidingCounter, fresh: r.Fresh, decide: r.Decide,
+		tag: tagSlidingCounter, fresh: r.Fresh, decide: r.Decide, refund: r.Refund,
 		freshAt: func(s limiter.SlidingCounterState, now int64) int64 {
 			switch {
 			case s.Curr > 0:
@@ -175,7 +177,7 @@ func slidingLogAlgo(cfg limiter.Config) (algo[limiter.SlidingLogState], error) {
 	}
 	w := int64(cfg.Window)
 	return algo[limiter.SlidingLogState]{
-		tag: tagSlidingLog, fresh: r.Fresh, decide: r.Decide,
+		tag: tagSlidingLog, fresh: r.Fresh, decide: r.Decide, refund: r.Refund,
 		freshAt: func(s limiter.SlidingLogState, now int64) int64 {
 			ts := s.Times(nil)
 			if len(ts) == 0 {

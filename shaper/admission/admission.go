@@ -10,12 +10,22 @@ import (
 	"github.com/shaperd/shaper/limiter"
 )
 
-// Admitter is a lane's admission rule: a per-key decision at an instant, and
-// a sweep of idle keys. It is safe for concurrent use. An error wrapping
-// ErrUnavailable means the store could not decide (fail closed); one
-// wrapping limiter.ErrCostTooLarge, a cost that can never be admitted.
+// Admitter is a lane's admission rule: a per-key decision at an instant, a
+// refund of a decision's charge, and a sweep of idle keys. It is safe for
+// concurrent use. An error wrapping ErrUnavailable means the store could
+// not decide (fail closed); one wrapping limiter.ErrCostTooLarge, a cost
+// that can never be admitted.
 type Admitter interface {
 	AllowAt(key string, now time.Time, cost int) (limiter.Decision, error)
+	// Refund gives key back the cost that AllowAt admitted at now, for a
+	// job that was not queued after all (its queue's store failed or
+	// refused it), as limiter.Keyed.Refund does; every limit charged is
+	// given back and counted in Counters.Refunds. A remote store's refund
+	// is best effort (one that fails keeps the charge) and may block like
+	// AllowAt (Blocks). In shadow mode nothing is refunded: a job the
+	// rule refused was admitted uncharged, and a refund cannot tell it
+	// from one the rule charged.
+	Refund(key string, now time.Time, cost int)
 	// Sweep forgets idle keys and returns how many.
 	Sweep(now time.Time) int
 	// Stats counts the keys held in this process; ok is false when the
@@ -64,7 +74,7 @@ type Remote func(Settings) (Admitter, error)
 // Counters are where an Admitter counts what it did beside deciding.
 // Nil counters count nothing.
 type Counters struct {
-	Refunds  prometheus.Counter // charges given back, one per refunded limit
+	Refunds  prometheus.Counter // charges given back, one per refunded limit (Refund or several limits)
 	Shadowed prometheus.Counter // refusals skipped in shadow mode
 }
 
@@ -82,7 +92,9 @@ func New(s Settings, remote Remote, c Counters) (Admitter, error) {
 		if remote == nil {
 			return nil, fmt.Errorf("admission store %q: no remote store was given", s.Store.Kind)
 		}
-		a, err = remote(s)
+		if a, err = remote(s); a != nil {
+			a = counted{Admitter: a, refunds: c.Refunds}
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -92,7 +104,7 @@ func New(s Settings, remote Remote, c Counters) (Admitter, error) {
 		if err != nil {
 			return nil, err
 		}
-		a = local{k}
+		a = local{k, c.Refunds}
 	}
 	if s.Shadow {
 		a = shadow{Admitter: a, count: c.Shadowed}
@@ -101,10 +113,36 @@ func New(s Settings, remote Remote, c Counters) (Admitter, error) {
 }
 
 // local is a rule kept in this process.
-type local struct{ *limiter.Keyed }
+type local struct {
+	*limiter.Keyed
+	refunds prometheus.Counter // nil = not counted
+}
 
 func (l local) Stats() (limiter.Stats, bool) { return l.Keyed.Stats(), true }
 func (local) Blocks() bool                   { return false }
+
+func (l local) Refund(key string, now time.Time, cost int) {
+	l.Keyed.Refund(key, now, cost)
+	inc(l.refunds)
+}
+
+// counted is a remote store's Admitter with its refunds counted.
+type counted struct {
+	Admitter
+	refunds prometheus.Counter // nil = not counted
+}
+
+func (c counted) Refund(key string, now time.Time, cost int) {
+	c.Admitter.Refund(key, now, cost)
+	inc(c.refunds)
+}
+
+// inc increments c unless it is nil.
+func inc(c prometheus.Counter) {
+	if c != nil {
+		c.Inc()
+	}
+}
 
 // shadow admits what its Admitter refuses, counting each refusal: a
 // refused job is admitted, and the limiter was not charged for it.
@@ -123,3 +161,6 @@ func (a shadow) AllowAt(key string, now time.Time, cost int) (limiter.Decision, 
 	}
 	return d, err
 }
+
+// Refund gives nothing back (see Admitter): shadow mode only counts.
+func (shadow) Refund(string, time.Time, int) {}

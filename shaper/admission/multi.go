@@ -53,7 +53,7 @@ func newMulti(s Settings, refunds prometheus.Counter) (Admitter, error) {
 		m.limits = append(m.limits, k)
 	}
 	if len(m.limits) == 1 {
-		return local{m.limits[0]}, nil // nothing to combine or refund
+		return local{m.limits[0], refunds}, nil // nothing to combine
 	}
 	return m, nil
 }
@@ -91,14 +91,18 @@ func (m *multi) AllowAt(key string, now time.Time, cost int) (limiter.Decision, 
 	return limiter.Decision{Remaining: rejRem, RetryAfter: retry}, nil
 }
 
+// Refund gives cost back to every limit: all of them charged an admitted
+// job.
+func (m *multi) Refund(key string, now time.Time, cost int) {
+	m.refund(key, now, cost, ^uint64(0)>>(maxLimits-len(m.limits)))
+}
+
 // refund gives cost back to the limits in the mask.
 func (m *multi) refund(key string, now time.Time, cost int, mask uint64) {
 	for i, a := range m.limits {
 		if mask&(1<<i) != 0 {
 			a.Refund(key, now, cost)
-			if m.refunds != nil {
-				m.refunds.Inc()
-			}
+			inc(m.refunds)
 		}
 	}
 }

@@ -10,10 +10,11 @@ import (
 // failing them:
 //
 //   - closed: every try's answer is booked. Failures consecutive failed
-//     tries (an Overloaded or Failed answer: a 5xx, a timeout, a connection
-//     error, a 429/503 without Retry-After) open it. A success, a pushback
-//     and a permanent refusal are answers of a live downstream and reset
-//     the count.
+//     tries (a Failed answer: a 5xx, a timeout, a connection error; or an
+//     Overloaded one that is not Limited: a 503 without Retry-After) open
+//     it. A success, a pushback, a 429 (Limited) and a permanent refusal
+//     are answers of a live downstream and reset the count: a downstream
+//     that limits is the adaptive rate's business, not the breaker's.
 //   - open: no job starts (Gate answers NotBefore the probe), so none uses
 //     an attempt. Tries still in flight from before finish and are booked
 //     for their jobs, not for the breaker.
@@ -22,9 +23,16 @@ import (
 //     answers Held). An answer that is not a failure closes the breaker and
 //     the schedule restarts from that moment, without a burst; a failure
 //     reopens it for twice as long as the last time, at most MaxOpenFor.
+//     A probe that failed asked the downstream on the breaker's behalf:
+//     the lane puts its job back without using one of its attempts (see
+//     Probe), so an outage of any length exhausts no job.
 //
 // Tries cancelled at shutdown are not booked.
+//
+// The defaults are the config's when a downstream has no breaker key (the
+// breaker is on); a zero BreakerSettings is off.
 const (
+	DefaultBreakerFailures   = 5
 	DefaultBreakerOpenFor    = 5 * time.Second
 	DefaultBreakerMaxOpenFor = 5 * time.Minute
 )
@@ -110,8 +118,15 @@ func (b *Breaker) Started(_ time.Time, t Try) {
 	}
 }
 
+// Probe reports whether job is the probe in flight of an open breaker.
+// The lane asks before booking the probe's answer: a probe whose answer
+// reopens the breaker does not count against its job's attempts.
+func (b *Breaker) Probe(job *queue.Job) bool {
+	return b.set.Failures > 0 && b.st.open && b.st.probe == job
+}
+
 // failed reports whether an answer is a failure to the breaker.
-func failed(c Class) bool { return c == Overloaded || c == Failed }
+func failed(a Answer) bool { return a.Class == Failed || (a.Class == Overloaded && !a.Limited) }
 
 // Finished books one answer at now.
 func (b *Breaker) Finished(now time.Time, a Answer) {
@@ -120,7 +135,7 @@ func (b *Breaker) Finished(now time.Time, a Answer) {
 		return
 	}
 	switch {
-	case s.open && s.probe == a.Job && failed(a.Class):
+	case s.open && s.probe == a.Job && failed(a):
 		s.probe = nil
 		s.openFor = min(2*s.openFor, b.set.MaxOpenFor)
 		s.until = now.Add(s.openFor)
@@ -128,7 +143,7 @@ func (b *Breaker) Finished(now time.Time, a Answer) {
 	case s.open && s.probe == a.Job:
 		b.close(now, BreakerProbed, a)
 	case s.open: // a try started before the breaker opened
-	case failed(a.Class):
+	case failed(a):
 		if s.fails++; s.fails >= b.set.Failures {
 			s.open, s.fails, s.openFor = true, 0, b.set.OpenFor
 			s.until = now.Add(s.openFor)

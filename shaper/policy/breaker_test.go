@@ -29,6 +29,10 @@ func TestBreaker(t *testing.T) {
 		{"a success resets the count", at(150), answer(try(at(60)), Succeeded), BreakerClosed, Gate{}},
 		{"failure 1", at(200), answer(try(at(70)), Overloaded), BreakerClosed, Gate{}},
 		{"a 4xx is a live answer", at(210), answer(try(at(75)), Refused), BreakerClosed, Gate{}},
+		{"failure 1 once more", at(220), answer(try(at(76)), Overloaded), BreakerClosed, Gate{}},
+		{"a 429 is a live answer", at(230), func(now time.Time) {
+			b.Finished(now, Answer{Try: try(at(77)), Class: Overloaded, Limited: true})
+		}, BreakerClosed, Gate{}},
 		{"failure 1 again", at(250), answer(try(at(80)), Failed), BreakerClosed, Gate{}},
 		{"failure 2 opens for 1 s", at(300), answer(try(at(90)), Failed), BreakerOpen, Gate{NotBefore: at(1300)}},
 		{"a try from before is not booked", at(400), answer(old, Succeeded), BreakerOpen, Gate{NotBefore: at(1300)}},
@@ -41,6 +45,11 @@ func TestBreaker(t *testing.T) {
 		s.do(s.now)
 		if g := b.Gate(s.now, 0); g != s.gate || b.State(s.now) != s.state {
 			t.Fatalf("%s: state %s gate %+v, want %s %+v", s.name, b.State(s.now), g, s.state, s.gate)
+		}
+		// Probe names the probe in flight only (the lane asks it before
+		// booking an answer).
+		if got, want := b.Probe(probe.Job) || b.Probe(probe2.Job), s.gate.Held; got != want {
+			t.Fatalf("%s: Probe = %v, want %v", s.name, got, want)
 		}
 	}
 	want := []BreakerEvent{BreakerTripped, BreakerProbeFailed, BreakerProbed}

@@ -51,6 +51,9 @@ type Answer struct {
 	RetryAfter time.Duration
 	// Quota is the downstream's advertised rate limit; nil = none.
 	Quota *Quota
+	// Limited is set on an Overloaded answer that was a 429 (too many
+	// requests): the downstream is up and limiting, not unavailable.
+	Limited bool
 	// Inflight is how many tries are still in flight, this one not counted.
 	Inflight int
 	// Cancelled is set when the delivery was cancelled at shutdown: its

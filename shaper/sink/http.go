@@ -141,7 +141,7 @@ func (s *HTTPSink) classify(resp *http.Response, head []byte, wait time.Duration
 		if ok {
 			return &shaper.PushbackError{RetryAfter: wait, Err: err}
 		}
-		return &shaper.OverloadError{Err: err}
+		return &shaper.OverloadError{Err: err, Limited: code == http.StatusTooManyRequests}
 	case code >= 300 && code < 400:
 		return &shaper.PermanentError{Err: fmt.Errorf("%w: redirect to %q not followed (configure the final URL)",
 			err, resp.Header.Get("Location"))}
