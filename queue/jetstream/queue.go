@@ -48,6 +48,7 @@ type Queue struct {
 	wg     sync.WaitGroup
 	ready  func()
 	wake   chan struct{} // cap 1: room in the prefetch, or ensured
+	order  order         // stores in the order of Offer
 
 	mu       sync.Mutex
 	buf      []held                     // fetched, not taken; FIFO
@@ -260,6 +261,7 @@ func (q *Queue) Ack(job *queue.Job, at time.Time) {
 // ackLocked acks m and forgets it. Requires q.mu.
 func (q *Queue) ackLocked(m natsjs.Msg) {
 	delete(q.held, m)
+	q.st.recordRemoved(m)
 	_ = m.Ack()
 	q.depth.remove()
 }
@@ -298,6 +300,7 @@ func (q *Queue) GiveUp(job *queue.Job) {
 	defer q.mu.Unlock()
 	if m, ok := q.taken[job]; ok {
 		delete(q.taken, job)
+		q.st.recordRemoved(m)
 		_ = m.TermWithReason("shaperd: dead-lettered")
 		q.depth.remove()
 	}

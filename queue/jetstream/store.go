@@ -80,8 +80,13 @@ type Store struct {
 	set Settings
 	log *slog.Logger
 
+	// inFlight bounds the jobs with a Nats-Msg-Id between their Offer and
+	// their answer (lookup, store, record) to MaxPending.
+	inFlight chan struct{}
+
 	mu      sync.Mutex
 	pending map[*nats.Msg]pendingPub // async publishes awaiting their PubAck
+	records natsjs.Stream            // the dedupe records' stream, once ensured
 }
 
 type pendingPub struct {
@@ -94,6 +99,7 @@ type pendingPub struct {
 func New(nc *nats.Conn, s Settings) (*Store, error) {
 	st := &Store{nc: nc, set: s.withDefaults(), pending: map[*nats.Msg]pendingPub{}}
 	st.log = st.set.Logger
+	st.inFlight = make(chan struct{}, st.set.MaxPending)
 	js, err := natsjs.New(nc,
 		natsjs.WithPublishAsyncMaxPending(st.set.MaxPending),
 		natsjs.WithPublishAsyncTimeout(10*time.Second),
@@ -118,10 +124,14 @@ func (st *Store) Subject(downstream string) string {
 }
 
 // Ensure creates or checks the stream and consumer of every queue in
-// queues, returning every problem at once. It is what start-up calls while NATS is
-// reachable, so that an incompatible stream stops the daemon.
+// queues, and the dedupe records' stream, returning every problem at once.
+// It is what start-up calls while NATS is reachable, so that an
+// incompatible stream stops the daemon.
 func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	var errs []error
+	if _, err := st.ensureRecords(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	for _, qs := range queues {
 		if _, _, err := st.ensure(ctx, qs.Name, qs.Capacity); err != nil {
 			errs = append(errs, err)
@@ -130,8 +140,29 @@ func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	return errors.Join(errs...)
 }
 
-// publish stores job for q; done gets the PubAck's answer.
+// publish stores job for q, in the order of the calls for q; done gets
+// the answer. A job with a Nats-Msg-Id is first looked up in the dedupe
+// records (a copy of a job accepted within the window is answered
+// queue.ErrDuplicate with the original's id), and its record is written
+// once the store accepted it, before done. It blocks while MaxPending jobs
+// with an id are in flight.
 func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
+	if job.DedupeID == "" {
+		q.order.add(func() { st.send(q, job, done) })
+		return
+	}
+	st.inFlight <- struct{}{}
+	release := func(pos int, err error) {
+		<-st.inFlight
+		done(pos, err)
+	}
+	turn := q.order.add(nil)
+	go st.lookUpThenSend(q, job, release, turn)
+}
+
+// send stores job for q; done gets the PubAck's answer (for a job with a
+// Nats-Msg-Id, once its record is written).
+func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
 	m := encode(q.subject, job)
 	st.mu.Lock()
 	st.pending[m] = pendingPub{q: q, job: job, done: done}
@@ -161,24 +192,12 @@ func (st *Store) onAck(_ natsjs.JetStream, m *nats.Msg, pa *natsjs.PubAck) {
 		go st.duplicate(p, pa.Sequence) // looks the original up: I/O
 		return
 	}
-	p.done(p.q.stored(pa.Sequence), nil)
-}
-
-// duplicate answers a publish the stream's duplicate window refused, with
-// the id of the job stored first.
-func (st *Store) duplicate(p pendingPub, seq uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s := p.q.streamHandle()
-	if s == nil { // not ensured yet
-		s, _ = st.js.Stream(ctx, p.q.stream)
+	pos := p.q.stored(pa.Sequence)
+	if p.job.DedupeID != "" {
+		go st.record(p.q, p.job, pos, p.done) // I/O; bounded by inFlight
+		return
 	}
-	if s != nil {
-		if raw, err := s.GetMsg(ctx, seq); err == nil && raw.Header.Get(hdrJobID) != "" {
-			p.job.ID = raw.Header.Get(hdrJobID)
-		}
-	}
-	p.done(0, queue.ErrDuplicate)
+	p.done(pos, nil)
 }
 
 func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {
