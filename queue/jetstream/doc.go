@@ -10,8 +10,22 @@
 // intake never sees it. The server enforces the bound for every instance
 // and producer; a full stream's refusal becomes queue_full. The stream's
 // duplicate window is ingress.dedupe_window and the producer's Nats-Msg-Id
-// is passed on, so a repeated id is stored once across instances and
-// restarts.
+// is passed on, so a repeated id is stored once while its job is stored.
+//
+// # Dedupe records
+//
+// A stream forgets the id of a job it no longer holds when its server
+// restarts, and its refusal names only the original's sequence. So each
+// job with a Nats-Msg-Id also has a record, id → job id, in the bucket
+// <StreamPrefix>_DEDUPE (stream KV_<StreamPrefix>_DEDUPE, a NATS KV
+// layout: one value per key, max age ingress.dedupe_window, counted from
+// the job's acceptance; the key is the id in base64url). Offer looks the
+// id up before the store (a hit is queue.ErrDuplicate with the original's
+// job id), in a goroutine per job, while the stores of a queue keep the
+// order of Offer; the drain writes the record just before the job leaves
+// the stream (ack or term). A repeat the stream refuses is answered with
+// the stored original's job id or its record's, and with none (never
+// another) when both are gone. A job without an id takes no lookup.
 //
 // # Intake
 //

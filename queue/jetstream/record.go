@@ -40,9 +40,8 @@ func (st *Store) recordSubject(msgID string) string {
 }
 
 // recordConfig is the records stream: a NATS KV bucket's layout (one value
-// per key, values expire after the window), without direct gets, so that
-// every lookup is answered by the stream's leader and sees every record
-// written before it.
+// per key, values expire after the window, direct gets: a lookup is
+// answered by any replica, inline, without the JetStream API's queue).
 func (st *Store) recordConfig() natsjs.StreamConfig {
 	storage := natsjs.FileStorage
 	if st.set.Storage == "memory" {
@@ -60,7 +59,7 @@ func (st *Store) recordConfig() natsjs.StreamConfig {
 		Duplicates:        min(st.set.DedupeWindow, maxDuplicates),
 		DenyDelete:        true,
 		AllowRollup:       true,
-		AllowDirect:       false,
+		AllowDirect:       true,
 	}
 }
 
@@ -79,9 +78,9 @@ func (st *Store) ensureRecords(ctx context.Context) (natsjs.Stream, error) {
 		return nil, fmt.Errorf("look up stream %s: %w", want.Name, err)
 	default:
 		have := s.CachedInfo().Config
-		if have.MaxAge != want.MaxAge || have.Duplicates != want.Duplicates || have.AllowDirect {
+		if have.MaxAge != want.MaxAge || have.Duplicates != want.Duplicates || !have.AllowDirect {
 			upd := have
-			upd.MaxAge, upd.Duplicates, upd.AllowDirect = want.MaxAge, want.Duplicates, false
+			upd.MaxAge, upd.Duplicates, upd.AllowDirect = want.MaxAge, want.Duplicates, true
 			if s, err = st.js.UpdateStream(ctx, upd); err != nil {
 				return nil, fmt.Errorf("update stream %s (max_age %s): %w", want.Name, want.MaxAge, err)
 			}
@@ -133,10 +132,10 @@ func (st *Store) recordMsg(msgID, jobID string, enqueued time.Time) *nats.Msg {
 }
 
 // lookUpThenSend answers job from its record when its id was accepted
-// within the window (queue.ErrDuplicate with the original's id), else
-// stores it; the answer takes its turn in q's order, so jobs are stored in
-// the order they were offered. It runs in its own goroutine: the
-// lookup is a round trip to the records stream's leader.
+// within the window and its job left the stream since (queue.ErrDuplicate
+// with the original's id), else stores it; the answer takes its turn in
+// q's order, so jobs are stored in the order they were offered. It runs
+// in its own goroutine: the lookup is a round trip.
 func (st *Store) lookUpThenSend(q *Queue, job *queue.Job, done func(int, error), turn *step) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
 	jobID, found, err := st.lookup(ctx, job.DedupeID)
@@ -154,27 +153,12 @@ func (st *Store) lookUpThenSend(q *Queue, job *queue.Job, done func(int, error),
 	}
 }
 
-// record writes job's record after its store accepted it, then answers
-// done: a copy that comes later, through any instance, after a restart,
-// after the job was delivered, finds it. A record that could not be written
-// is logged; the job is stored all the same (the stream's duplicate window
-// and, at delivery, the drain's record still cover the id).
-func (st *Store) record(q *Queue, job *queue.Job, pos int, done func(int, error)) {
-	ctx, cancel := context.WithTimeout(context.Background(), recordTimeout)
-	defer cancel()
-	if _, err := st.js.PublishMsg(ctx, st.recordMsg(job.DedupeID, job.ID, job.Enqueued)); err != nil {
-		st.log.Warn("jetstream dedupe record not written; a copy after a restart may be queued again",
-			"downstream", q.name, "stream", st.recordStream(), "job_id", job.ID, "error", err.Error())
-	}
-	done(pos, nil)
-}
-
 // duplicate answers a publish the stream's duplicate window refused, with
-// the id of the job stored first: the stored original's, or its record's
-// (written right after the original was stored, so a copy racing it waits
-// up to recordWait for it). When neither is there the original's instance
-// died between its store and its record, and the job was delivered since:
-// the answer is a duplicate without a job id, never an id no job had.
+// the id of the job stored first: the stored original's or, once it left
+// the stream, its record's (written just before it left, on another
+// stream, so a copy racing it waits up to recordWait for the record). When
+// neither is found the answer is a duplicate without a job id, never an
+// id no job had.
 func (st *Store) duplicate(p pendingPub, seq uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), recordWait+recordTimeout)
 	defer cancel()
@@ -206,12 +190,13 @@ func (st *Store) duplicate(p pendingPub, seq uint64) {
 	p.done(0, queue.ErrDuplicate)
 }
 
-// recordRemoved writes the record of the job in m again just before m is
-// acked or termed, when it has a Nats-Msg-Id and its window has not ended:
-// if the instance that stored it died before writing its record, a copy
-// after the job left the stream still finds the original's id. It sends
-// without waiting for an answer (it runs under the queue's lock) and
-// before the ack, on the same connection.
+// recordRemoved writes the record of the job in m just before m is acked
+// or termed, when it has a Nats-Msg-Id and its window has not ended: while
+// a job is in its stream the stream itself answers a copy (its duplicate
+// window, which the server rebuilds from the stored messages when it
+// restarts), and from then on the record does. It sends without waiting
+// for an answer (it runs under the queue's lock), before the ack, on the
+// same connection.
 func (st *Store) recordRemoved(m natsjs.Msg) {
 	h := m.Headers()
 	msgID, jobID := h.Get(hdrMsgID), h.Get(hdrJobID)

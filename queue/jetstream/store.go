@@ -81,7 +81,7 @@ type Store struct {
 	log *slog.Logger
 
 	// inFlight bounds the jobs with a Nats-Msg-Id between their Offer and
-	// their answer (lookup, store, record) to MaxPending.
+	// their answer (lookup, store) to MaxPending.
 	inFlight chan struct{}
 
 	mu      sync.Mutex
@@ -142,10 +142,9 @@ func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 
 // publish stores job for q, in the order of the calls for q; done gets
 // the answer. A job with a Nats-Msg-Id is first looked up in the dedupe
-// records (a copy of a job accepted within the window is answered
-// queue.ErrDuplicate with the original's id), and its record is written
-// once the store accepted it, before done. It blocks while MaxPending jobs
-// with an id are in flight.
+// records (a copy of a job accepted within the window that has left the
+// stream is answered queue.ErrDuplicate with the original's id). It
+// blocks while MaxPending jobs with an id are being looked up or stored.
 func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
 	if job.DedupeID == "" {
 		q.order.add(func() { st.send(q, job, done) })
@@ -160,8 +159,7 @@ func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
 	go st.lookUpThenSend(q, job, release, turn)
 }
 
-// send stores job for q; done gets the PubAck's answer (for a job with a
-// Nats-Msg-Id, once its record is written).
+// send stores job for q; done gets the PubAck's answer.
 func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
 	m := encode(q.subject, job)
 	st.mu.Lock()
@@ -192,12 +190,7 @@ func (st *Store) onAck(_ natsjs.JetStream, m *nats.Msg, pa *natsjs.PubAck) {
 		go st.duplicate(p, pa.Sequence) // looks the original up: I/O
 		return
 	}
-	pos := p.q.stored(pa.Sequence)
-	if p.job.DedupeID != "" {
-		go st.record(p.q, p.job, pos, p.done) // I/O; bounded by inFlight
-		return
-	}
-	p.done(pos, nil)
+	p.done(p.q.stored(pa.Sequence), nil)
 }
 
 func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {
