@@ -121,6 +121,7 @@ func (q *Queue) maintain() {
 		default:
 			q.refresh(ctx, s)
 		}
+		_ = q.st.startRecords(ctx) // once: start-up ensures it unless NATS was down
 		cancel()
 		if now := time.Now(); now.Sub(lastKeep) >= keepEvery {
 			lastKeep = now

@@ -30,6 +30,14 @@ func (o *order) add(run func()) *step {
 	return s
 }
 
+// idle reports whether no step waits or runs: a store may then go ahead
+// without a step of its own.
+func (o *order) idle() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.steps) == 0 && !o.running
+}
+
 // ready makes s ready to run.
 func (o *order) ready(s *step, run func()) {
 	o.mu.Lock()

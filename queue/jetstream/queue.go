@@ -340,7 +340,9 @@ func (q *Queue) signal() {
 }
 
 // Ready reports whether the queue's stream and consumer exist and match the
-// config: nil when jobs can be stored and drained, else why not.
+// config, and the dedupe records of the window are in memory: nil when
+// jobs can be stored and drained at full speed, else why not (while the
+// records load, a job with a Nats-Msg-Id is looked up in their stream).
 func (q *Queue) Ready() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -352,5 +354,5 @@ func (q *Queue) Ready() error {
 	case q.s == nil || q.c == nil:
 		return fmt.Errorf("jetstream: stream %s not ready yet", q.stream)
 	}
-	return nil
+	return q.st.recordsReady()
 }

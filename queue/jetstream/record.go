@@ -93,16 +93,18 @@ func (st *Store) ensureRecords(ctx context.Context) (natsjs.Stream, error) {
 }
 
 // lookup returns the job id recorded for msgID within the window; found
-// is false when there is none.
+// is false when there is none. It asks the table, and the records stream
+// (a direct get) only when the table cannot answer a miss.
 func (st *Store) lookup(ctx context.Context, msgID string) (jobID string, found bool, err error) {
+	if jobID, found, sure := st.table.get(time.Now(), msgID); found || sure {
+		return jobID, found, nil
+	}
+	if err := st.startRecords(ctx); err != nil {
+		return "", false, err
+	}
 	st.mu.Lock()
 	s := st.records
 	st.mu.Unlock()
-	if s == nil {
-		if s, err = st.ensureRecords(ctx); err != nil {
-			return "", false, err
-		}
-	}
 	raw, err := s.GetLastMsgForSubject(ctx, st.recordSubject(msgID))
 	switch {
 	case errors.Is(err, natsjs.ErrMsgNotFound):

@@ -87,6 +87,10 @@ type Store struct {
 	mu      sync.Mutex
 	pending map[*nats.Msg]pendingPub // async publishes awaiting their PubAck
 	records natsjs.Stream            // the dedupe records' stream, once ensured
+
+	watchMu  sync.Mutex   // serialises startRecords
+	watching bool         // the records stream's watch feeds table
+	table    *recordTable // the records of the window, in memory
 }
 
 type pendingPub struct {
@@ -100,6 +104,7 @@ func New(nc *nats.Conn, s Settings) (*Store, error) {
 	st := &Store{nc: nc, set: s.withDefaults(), pending: map[*nats.Msg]pendingPub{}}
 	st.log = st.set.Logger
 	st.inFlight = make(chan struct{}, st.set.MaxPending)
+	st.table = newRecordTable(st.set.DedupeWindow, MaxRecords)
 	js, err := natsjs.New(nc,
 		natsjs.WithPublishAsyncMaxPending(st.set.MaxPending),
 		natsjs.WithPublishAsyncTimeout(10*time.Second),
@@ -124,12 +129,16 @@ func (st *Store) Subject(downstream string) string {
 }
 
 // Ensure creates or checks the stream and consumer of every queue in
-// queues, and the dedupe records' stream, returning every problem at once.
-// It is what start-up calls while NATS is reachable, so that an
-// incompatible stream stops the daemon.
+// queues, and the dedupe records' stream, whose records of the window it
+// loads into memory (it returns once they are, or with ErrRecordsLoading
+// when ctx ends first), returning every problem at once. It is what
+// start-up calls while NATS is reachable, so that an incompatible stream
+// stops the daemon.
 func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	var errs []error
-	if _, err := st.ensureRecords(ctx); err != nil {
+	if err := st.startRecords(ctx); err != nil {
+		errs = append(errs, err)
+	} else if err := st.waitRecords(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	for _, qs := range queues {
@@ -143,20 +152,34 @@ func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 // publish stores job for q, in the order of the calls for q; done gets
 // the answer. A job with a Nats-Msg-Id is first looked up in the dedupe
 // records (a copy of a job accepted within the window that has left the
-// stream is answered queue.ErrDuplicate with the original's id). It
-// blocks while MaxPending jobs with an id are being looked up or stored.
+// stream is answered queue.ErrDuplicate with the original's id): in
+// memory, or, while the table cannot answer a miss (see recordTable.get),
+// in the records stream, off the caller's goroutine. It blocks while
+// MaxPending jobs are being looked up in the stream or stored after one.
 func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
-	if job.DedupeID == "" {
+	if job.DedupeID != "" {
+		jobID, found, sure := st.table.get(time.Now(), job.DedupeID)
+		switch {
+		case found:
+			job.ID = jobID
+			done(0, queue.ErrDuplicate)
+			return
+		case !sure:
+			st.inFlight <- struct{}{}
+			release := func(pos int, err error) {
+				<-st.inFlight
+				done(pos, err)
+			}
+			turn := q.order.add(nil)
+			go st.lookUpThenSend(q, job, release, turn)
+			return
+		}
+	}
+	if !q.order.idle() { // behind a job being looked up
 		q.order.add(func() { st.send(q, job, done) })
 		return
 	}
-	st.inFlight <- struct{}{}
-	release := func(pos int, err error) {
-		<-st.inFlight
-		done(pos, err)
-	}
-	turn := q.order.add(nil)
-	go st.lookUpThenSend(q, job, release, turn)
+	st.send(q, job, done)
 }
 
 // send stores job for q; done gets the PubAck's answer.
