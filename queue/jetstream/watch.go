@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
@@ -66,26 +67,38 @@ func (st *Store) onRecord(m natsjs.Msg) {
 	if at.IsZero() {
 		at = md.Timestamp
 	}
-	st.table.put(time.Now(), md.Sequence.Stream, string(msgID), string(m.Data()), at, md.NumPending)
+	pending := md.NumPending
+	if pending == 0 && !st.nc.IsConnected() { // delivered before the connection dropped
+		pending = 1
+	}
+	st.table.put(time.Now(), md.Sequence.Stream, string(msgID), string(m.Data()), at, pending)
 }
 
-// watch is the watch's goroutine: every watchEvery it expires records,
-// marks the table behind after a reconnection (records stored meanwhile
-// arrive only once the ordered consumer is recreated), and checks a
-// catch-up against the stream's last sequence. It stops once the
-// connection is closed.
+// watch is the watch's goroutine: it marks the table behind as soon as
+// the connection drops (records stored meanwhile arrive only once the
+// ordered consumer is recreated, and a restarted server's streams forget
+// the ids of the jobs they no longer hold), and every watchEvery expires
+// records and checks a catch-up against the stream's last sequence. It
+// stops once the connection is closed.
 func (st *Store) watch(s natsjs.Stream, cc natsjs.ConsumeContext) {
+	status := st.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	defer st.nc.RemoveStatusListener(status)
 	tick := time.NewTicker(watchEvery)
 	defer tick.Stop()
 	reconnects := st.nc.Stats().Reconnects
 	for {
 		st.checkCatchUp(s)
-		<-tick.C
+		select {
+		case <-status:
+			st.table.setCaughtUp(false)
+		case <-tick.C:
+			st.table.expire(time.Now())
+		}
 		if st.nc.IsClosed() {
 			cc.Stop()
 			return
 		}
-		st.table.expire(time.Now())
+		// A missed status event (its buffer was full) shows here.
 		if n := st.nc.Stats().Reconnects; n != reconnects || !st.nc.IsConnected() {
 			reconnects = n
 			st.table.setCaughtUp(false)
