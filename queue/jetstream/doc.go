@@ -10,8 +10,37 @@
 // intake never sees it. The server enforces the bound for every instance
 // and producer; a full stream's refusal becomes queue_full. The stream's
 // duplicate window is ingress.dedupe_window and the producer's Nats-Msg-Id
-// is passed on, so a repeated id is stored once across instances and
-// restarts.
+// is passed on, so a repeated id is stored once while its job is stored.
+//
+// # Dedupe records
+//
+// A stream forgets the id of a job it no longer holds when its server
+// restarts, and its refusal names only the original's sequence. So each
+// job with a Nats-Msg-Id also has a record, id → job id, in the bucket
+// <StreamPrefix>_DEDUPE (stream KV_<StreamPrefix>_DEDUPE, a NATS KV
+// layout: one value per key, max age ingress.dedupe_window, counted from
+// the job's acceptance; the key is the id in base64url). The drain writes
+// the record just before the job leaves the stream (ack or term); until
+// then the stream answers a repeat itself.
+//
+// Each Store keeps the records of the window in memory (recordTable):
+// Ensure loads them all through an ordered consumer and returns once it
+// has (Queue.Ready reports ErrRecordsLoading until then), and the consumer
+// then delivers each new record, a few milliseconds after it was written.
+// Offer looks an id up there, a map lookup on the caller's goroutine: a
+// hit is queue.ErrDuplicate with the original's job id, a miss is stored
+// at once. Only while the table cannot answer a miss — not loaded yet,
+// the connection dropped and the consumer has not caught up again, or
+// records were dropped for MaxRecords — is the id looked up in the records
+// stream (a direct get) in a goroutine per job, while the stores of a
+// queue keep the order of Offer. A repeat the stream refuses is answered
+// with the stored original's job id or its record's, and with none (never
+// another) when both are gone. A job without an id takes no lookup.
+//
+// Not covered: a repeat that reaches another instance within the few
+// milliseconds between the record's write and its delivery there, when
+// the server holding the queue's stream restarted in that same gap (the
+// stream then no longer knows the id either): it is stored again.
 //
 // # Intake
 //

@@ -119,6 +119,9 @@ func (q *Queue) maintain() {
 		default:
 			q.refresh(q.ctx, s)
 		}
+		rctx, cancel := context.WithTimeout(q.ctx, 5*RequestTimeout)
+		_ = q.st.startRecords(rctx) // once: start-up ensures it unless NATS was down
+		cancel()
 		select {
 		case <-q.ctx.Done():
 			return

@@ -50,6 +50,7 @@ type Queue struct {
 	wg     sync.WaitGroup
 	ready  func()
 	wake   chan struct{} // cap 1: room in the prefetch, or ensured
+	order  order         // stores in the order of Offer
 
 	mu       sync.Mutex
 	buf      []held                     // fetched, not taken; FIFO
@@ -277,6 +278,7 @@ func (q *Queue) Ack(job *queue.Job, at time.Time) {
 // ackLocked acks m and forgets it. Requires q.mu.
 func (q *Queue) ackLocked(m natsjs.Msg) {
 	delete(q.held, m)
+	q.st.recordRemoved(m)
 	_ = m.Ack()
 	q.depth.remove()
 }
@@ -315,6 +317,7 @@ func (q *Queue) GiveUp(job *queue.Job) {
 	defer q.mu.Unlock()
 	if m, ok := q.taken[job]; ok {
 		delete(q.taken, job)
+		q.st.recordRemoved(m)
 		_ = m.TermWithReason("shaperd: dead-lettered")
 		q.depth.remove()
 	}
@@ -354,7 +357,9 @@ func (q *Queue) signal() {
 }
 
 // Ready reports whether the queue's stream and consumer exist and match the
-// config: nil when jobs can be stored and drained, else why not.
+// config, and the dedupe records of the window are in memory: nil when
+// jobs can be stored and drained at full speed, else why not (while the
+// records load, a job with a Nats-Msg-Id is looked up in their stream).
 func (q *Queue) Ready() error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -366,5 +371,5 @@ func (q *Queue) Ready() error {
 	case q.s == nil || q.c == nil:
 		return fmt.Errorf("jetstream: stream %s not ready yet", q.stream)
 	}
-	return nil
+	return q.st.recordsReady()
 }

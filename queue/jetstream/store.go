@@ -86,8 +86,17 @@ type Store struct {
 	set Settings
 	log *slog.Logger
 
+	// inFlight bounds the jobs with a Nats-Msg-Id between their Offer and
+	// their answer (lookup, store) to MaxPending.
+	inFlight chan struct{}
+
 	mu      sync.Mutex
 	pending map[*nats.Msg]pendingPub // async publishes awaiting their PubAck
+	records natsjs.Stream            // the dedupe records' stream, once ensured
+
+	watchMu  sync.Mutex   // serialises startRecords
+	watching bool         // the records stream's watch feeds table
+	table    *recordTable // the records of the window, in memory
 }
 
 type pendingPub struct {
@@ -100,6 +109,8 @@ type pendingPub struct {
 func New(nc *nats.Conn, s Settings) (*Store, error) {
 	st := &Store{nc: nc, set: s.withDefaults(), pending: map[*nats.Msg]pendingPub{}}
 	st.log = st.set.Logger
+	st.inFlight = make(chan struct{}, st.set.MaxPending)
+	st.table = newRecordTable(st.set.DedupeWindow, MaxRecords)
 	js, err := natsjs.New(nc,
 		natsjs.WithPublishAsyncMaxPending(st.set.MaxPending),
 		natsjs.WithPublishAsyncTimeout(10*time.Second),
@@ -124,10 +135,18 @@ func (st *Store) Subject(downstream string) string {
 }
 
 // Ensure creates or checks the stream and consumer of every queue in
-// queues, returning every problem at once. It is what start-up calls while NATS is
-// reachable, so that an incompatible stream stops the daemon.
+// queues, and the dedupe records' stream, whose records of the window it
+// loads into memory (it returns once they are, or with ErrRecordsLoading
+// when ctx ends first), returning every problem at once. It is what
+// start-up calls while NATS is reachable, so that an incompatible stream
+// stops the daemon.
 func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	var errs []error
+	if err := st.startRecords(ctx); err != nil {
+		errs = append(errs, err)
+	} else if err := st.waitRecords(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	for _, qs := range queues {
 		if _, _, err := st.ensure(ctx, qs.Name, qs.bounds()); err != nil {
 			errs = append(errs, err)
@@ -136,8 +155,41 @@ func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	return errors.Join(errs...)
 }
 
-// publish stores job for q; done gets the PubAck's answer.
+// publish stores job for q, in the order of the calls for q; done gets
+// the answer. A job with a Nats-Msg-Id is first looked up in the dedupe
+// records (a copy of a job accepted within the window that has left the
+// stream is answered queue.ErrDuplicate with the original's id): in
+// memory, or, while the table cannot answer a miss (see recordTable.get),
+// in the records stream, off the caller's goroutine. It blocks while
+// MaxPending jobs are being looked up in the stream or stored after one.
 func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
+	if job.DedupeID != "" {
+		jobID, found, sure := st.table.get(time.Now(), job.DedupeID)
+		switch {
+		case found:
+			job.ID = jobID
+			done(0, queue.ErrDuplicate)
+			return
+		case !sure:
+			st.inFlight <- struct{}{}
+			release := func(pos int, err error) {
+				<-st.inFlight
+				done(pos, err)
+			}
+			turn := q.order.add(nil)
+			go st.lookUpThenSend(q, job, release, turn)
+			return
+		}
+	}
+	if !q.order.idle() { // behind a job being looked up
+		q.order.add(func() { st.send(q, job, done) })
+		return
+	}
+	st.send(q, job, done)
+}
+
+// send stores job for q; done gets the PubAck's answer.
+func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
 	m := encode(q.subject, job)
 	st.mu.Lock()
 	st.pending[m] = pendingPub{q: q, job: job, done: done}
@@ -168,23 +220,6 @@ func (st *Store) onAck(_ natsjs.JetStream, m *nats.Msg, pa *natsjs.PubAck) {
 		return
 	}
 	p.done(p.q.stored(pa.Sequence), nil)
-}
-
-// duplicate answers a publish the stream's duplicate window refused, with
-// the id of the job stored first.
-func (st *Store) duplicate(p pendingPub, seq uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	s := p.q.streamHandle()
-	if s == nil { // not ensured yet
-		s, _ = st.js.Stream(ctx, p.q.stream)
-	}
-	if s != nil {
-		if raw, err := s.GetMsg(ctx, seq); err == nil && raw.Header.Get(hdrJobID) != "" {
-			p.job.ID = raw.Header.Get(hdrJobID)
-		}
-	}
-	p.done(0, queue.ErrDuplicate)
 }
 
 func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {
