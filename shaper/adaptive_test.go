@@ -12,11 +12,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // simSink is a downstream in fake time whose limit is a rule: decide says,
 // under the sink's lock, whether a try arriving at now is admitted, and if
-// not the Retry-After it answers with (0 = none: an *OverloadError). With
+// not the Retry-After it answers with (0 = none: an *policy.OverloadError). With
 // conc > 0 it is a concurrency limit instead: at most conc tries at once,
 // each taking hold; beyond it a 503 without Retry-After. Answers are
 // recorded by time.
@@ -51,9 +52,9 @@ func (s *simSink) Deliver(_ context.Context, _ *queue.Job) (Feedback, error) {
 	s.mu.Unlock()
 	switch {
 	case !ok && wait > 0:
-		return Feedback{}, &PushbackError{RetryAfter: wait, Err: errors.New("429 with Retry-After")}
+		return Feedback{}, &policy.PushbackError{RetryAfter: wait, Err: errors.New("429 with Retry-After")}
 	case !ok:
-		return Feedback{}, &OverloadError{Err: errors.New("429 Too Many Requests")}
+		return Feedback{}, &policy.OverloadError{Err: errors.New("429 Too Many Requests")}
 	case s.conc > 0:
 		time.Sleep(s.hold)
 		s.mu.Lock()
@@ -319,7 +320,7 @@ func TestAdaptiveRecovers(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if down {
-				return &PushbackError{RetryAfter: 0, Err: errors.New("503")}
+				return &policy.PushbackError{RetryAfter: 0, Err: errors.New("503")}
 			}
 			return nil
 		})

@@ -81,8 +81,8 @@ func TestBreakerHoldsThroughOutage(t *testing.T) {
 // downstream: they reset the count of consecutive failures.
 func TestBreakerAnswersReset(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		answers := []error{errors.New("500"), &PermanentError{Err: errors.New("404")}, errors.New("500"),
-			&PushbackError{RetryAfter: 0, Err: errors.New("429")}, errors.New("timeout"), nil,
+		answers := []error{errors.New("500"), &policy.PermanentError{Err: errors.New("404")}, errors.New("500"),
+			&policy.PushbackError{RetryAfter: 0, Err: errors.New("429")}, errors.New("timeout"), nil,
 			errors.New("500"), errors.New("500")}
 		var n atomic.Int32
 		sink := newRecSink(func(context.Context, *queue.Job) error {

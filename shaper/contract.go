@@ -3,7 +3,6 @@ package shaper
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -55,8 +54,8 @@ type Receipt struct {
 
 // Sink delivers a job to a downstream. Deliver is called concurrently up to
 // the lane's concurrency. A nil error means done. Errors are classified:
-// *PushbackError (downstream asked to wait; does not burn an attempt),
-// *PermanentError (no retry); anything else is retried with backoff.
+// *policy.PushbackError (downstream asked to wait; does not burn an attempt),
+// *policy.PermanentError (no retry); anything else is retried with backoff.
 // The Feedback is what the answer said about the downstream's limit,
 // whatever the error (a success can say the quota is used up); a sink
 // that learns nothing returns the zero Feedback.
@@ -74,38 +73,6 @@ type Feedback struct {
 	// shaper_downstream_bad_ratelimit_headers_total.
 	Malformed int
 }
-
-// PushbackError reports that the downstream asked us to slow down (HTTP 429
-// or 503 with Retry-After). The lane pauses for RetryAfter, then retries.
-type PushbackError struct {
-	RetryAfter time.Duration
-	Err        error
-}
-
-func (e *PushbackError) Error() string {
-	return fmt.Sprintf("downstream pushed back for %s: %v", e.RetryAfter, e.Err)
-}
-func (e *PushbackError) Unwrap() error { return e.Err }
-
-// OverloadError reports an answer meaning "too many requests" that carries
-// no usable Retry-After (HTTP 429 or 503 without one). The lane retries it
-// with backoff like any failure; under adaptive rate control it also cuts
-// the rate. It counts as a failure for the breaker unless Limited: a 429
-// is the answer of a downstream that is up and limiting, a 503 of one
-// that is unavailable.
-type OverloadError struct {
-	Err     error
-	Limited bool // a 429 (too many requests), not a 503
-}
-
-func (e *OverloadError) Error() string { return e.Err.Error() }
-func (e *OverloadError) Unwrap() error { return e.Err }
-
-// PermanentError reports a failure that retrying cannot fix (HTTP 4xx).
-type PermanentError struct{ Err error }
-
-func (e *PermanentError) Error() string { return "permanent failure: " + e.Err.Error() }
-func (e *PermanentError) Unwrap() error { return e.Err }
 
 // DeadLetter is a job that failed for good or was dropped, with why.
 type DeadLetter struct {

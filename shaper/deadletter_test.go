@@ -13,6 +13,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // flakyDL refuses the first `fails` dead letters (every one when fails < 0),
@@ -94,7 +95,7 @@ func startDL(t *testing.T, fails int, keeps bool, grace time.Duration) *dlHarnes
 	h := &dlHarness{met: NewMetrics(prometheus.NewRegistry()), dl: &flakyDL{t0: time.Now(), fails: fails},
 		done: make(chan error, 1)}
 	h.q = &keepQueue{Bucket: queue.NewBucket(queueSettings(cfg)), keeps: keeps, t0: time.Now()}
-	sink := newRecSink(func(context.Context, *queue.Job) error { return &PermanentError{Err: errors.New("410")} })
+	sink := newRecSink(func(context.Context, *queue.Job) error { return &policy.PermanentError{Err: errors.New("410")} })
 	roles := queue.Roles{Queue: h.q, Memory: h.q, Settler: h.q}
 	sh, err := New(Settings{ShutdownGrace: grace, Lanes: []LaneSettings{cfg}}, Deps{
 		Sinks:      func(LaneSettings) (Sink, error) { return sink, nil },

@@ -72,43 +72,15 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 	a := policy.Answer{Try: policy.Try{Job: job}, Quota: fb.Quota, Inflight: l.inflight,
 		Cancelled: l.s.dctx.Err() != nil, Err: err}
-	a.Class, a.RetryAfter = classify(err)
-	var ov *OverloadError
-	a.Limited = a.Class == policy.Overloaded && errors.As(err, &ov) && ov.Limited
+	a.Class, a.RetryAfter, a.Limited = policy.Classify(err)
 	return a
-}
-
-// classify is the class of a sink's error (see Sink), and a pushback's
-// wait.
-func classify(err error) (policy.Class, time.Duration) {
-	if err == nil {
-		return policy.Succeeded, 0
-	}
-	return classifyErr(err)
-}
-
-// classifyErr is classify for a non-nil err. It is apart so that a
-// success allocates nothing: the targets of errors.As escape to the heap.
-func classifyErr(err error) (policy.Class, time.Duration) {
-	var pb *PushbackError
-	var perm *PermanentError
-	var ov *OverloadError
-	switch {
-	case errors.As(err, &pb):
-		return policy.PushedBack, max(pb.RetryAfter, 0)
-	case errors.As(err, &perm):
-		return policy.Refused, 0
-	case errors.As(err, &ov):
-		return policy.Overloaded, 0
-	}
-	return policy.Failed, 0
 }
 
 // onPushback puts job back at the front after the downstream asked to
 // wait (the pushback policy paused the lane). The try does not count
 // against MaxAttempts; the job's deadline bounds the waiting. Requires l.mu.
 func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
-	var pb *PushbackError
+	var pb *policy.PushbackError
 	errors.As(err, &pb)
 	l.c.pushbacks++
 	l.m.Pushbacks.Inc()

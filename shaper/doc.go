@@ -59,10 +59,10 @@
 // at quota ÷ window), the adaptive rate (cut on a 429/503, raised after
 // rounds of successes), the breaker (consecutive failures hold the lane
 // until a probe succeeds) and the pushback pause. Then the job is dealt
-// with by its error. A nil Sink error is success. *PushbackError pauses
+// with by its error. A nil Sink error is success. *policy.PushbackError pauses
 // that lane until now+RetryAfter and puts the job back first; it counts as
 // a try (Job.Attempt increases) but not against RetryPolicy.MaxAttempts.
-// *PermanentError fails the job at once. Other errors retry with
+// *policy.PermanentError fails the job at once. Other errors retry with
 // exponential backoff and equal jitter (see backoff) up to MaxAttempts
 // tries; a retry goes ahead of newer jobs once its backoff has elapsed and
 // takes a start slot like any start. A job that fails for good is

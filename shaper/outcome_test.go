@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // TestPushbackPausesOnlyThatLane: a pushback pauses its lane for exactly
@@ -21,7 +22,7 @@ func TestPushbackPausesOnlyThatLane(t *testing.T) {
 		var pushed atomic.Bool
 		a := newRecSink(func(context.Context, *queue.Job) error {
 			if pushed.CompareAndSwap(false, true) {
-				return &PushbackError{RetryAfter: 2 * time.Second, Err: errors.New("429")}
+				return &policy.PushbackError{RetryAfter: 2 * time.Second, Err: errors.New("429")}
 			}
 			return nil
 		})
@@ -94,7 +95,7 @@ func TestRetryBackoffThenDeadLetter(t *testing.T) {
 // dead-letter subject the outcome is failed.
 func TestPermanentFailsAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := newRecSink(func(context.Context, *queue.Job) error { return &PermanentError{Err: errors.New("404")} })
+		sink := newRecSink(func(context.Context, *queue.Job) error { return &policy.PermanentError{Err: errors.New("404")} })
 		cfg := laneCfg("a", 10, 10)
 		cfg.DeadLetter = ""
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"a": sink})

@@ -45,7 +45,7 @@ func (s *windowSink) Deliver(ctx context.Context, _ *queue.Job) (Feedback, error
 	var err error
 	if s.used >= s.limit {
 		s.over++
-		err = &PushbackError{RetryAfter: reset, Err: errors.New("429")}
+		err = &policy.PushbackError{RetryAfter: reset, Err: errors.New("429")}
 	} else {
 		s.used++
 		s.ok++

@@ -37,10 +37,10 @@ const (
 //
 // Responses: 2xx = done; 429 or 503 with a valid Retry-After (seconds or an
 // HTTP-date), or without one but with rate-limit headers saying nothing is
-// left until a reset = *shaper.PushbackError; other 429/503 =
-// *shaper.OverloadError (retryable); other 5xx, timeouts and connection
+// left until a reset = *policy.PushbackError; other 429/503 =
+// *policy.OverloadError (retryable); other 5xx, timeouts and connection
 // errors = retryable errors; 3xx (redirects are not followed) and other
-// 4xx = *shaper.PermanentError. Every answer's rate-limit headers (see
+// 4xx = *policy.PermanentError. Every answer's rate-limit headers (see
 // readQuota) come back as the Feedback, whatever the status.
 //
 // An HTTPSink is safe for concurrent use. Deliver blocks until the response
@@ -90,7 +90,7 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, s.spec.Method, s.spec.URL, bytes.NewReader(job.Payload))
 	if err != nil {
-		return shaper.Feedback{}, &shaper.PermanentError{Err: fmt.Errorf("build request: %w", err)}
+		return shaper.Feedback{}, &policy.PermanentError{Err: fmt.Errorf("build request: %w", err)}
 	}
 	for k, vs := range s.spec.Headers {
 		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
@@ -139,14 +139,14 @@ func (s *HTTPSink) classify(resp *http.Response, head []byte, wait time.Duration
 	switch {
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		if ok {
-			return &shaper.PushbackError{RetryAfter: wait, Err: err}
+			return &policy.PushbackError{RetryAfter: wait, Err: err}
 		}
-		return &shaper.OverloadError{Err: err, Limited: code == http.StatusTooManyRequests}
+		return &policy.OverloadError{Err: err, Limited: code == http.StatusTooManyRequests}
 	case code >= 300 && code < 400:
-		return &shaper.PermanentError{Err: fmt.Errorf("%w: redirect to %q not followed (configure the final URL)",
+		return &policy.PermanentError{Err: fmt.Errorf("%w: redirect to %q not followed (configure the final URL)",
 			err, resp.Header.Get("Location"))}
 	case code >= 400 && code < 500:
-		return &shaper.PermanentError{Err: err}
+		return &policy.PermanentError{Err: err}
 	}
 	return err // 5xx and anything unexpected: retry
 }

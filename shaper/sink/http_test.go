@@ -12,6 +12,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/policy"
 )
 
 // These tests use real time and a real httptest.Server (synctest bubbles
@@ -94,8 +95,8 @@ func TestHTTPSinkStatuses(t *testing.T) {
 				_, _ = io.WriteString(w, strings.Repeat("b", 100<<10)) // larger than the drain limit
 			}, shaper.HTTPSinkSpec{})
 			_, err := s.Deliver(context.Background(), testJob())
-			var pb *shaper.PushbackError
-			var perm *shaper.PermanentError
+			var pb *policy.PushbackError
+			var perm *policy.PermanentError
 			switch {
 			case tc.want == "nil" && err != nil:
 				t.Fatalf("err = %v, want nil", err)
@@ -129,8 +130,8 @@ func TestHTTPSinkTimeout(t *testing.T) {
 	defer close(release)
 	begin := time.Now()
 	_, err := s.Deliver(context.Background(), testJob())
-	var pb *shaper.PushbackError
-	var perm *shaper.PermanentError
+	var pb *policy.PushbackError
+	var perm *policy.PermanentError
 	if err == nil || errors.As(err, &pb) || errors.As(err, &perm) || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("err = %v, want a retryable timeout", err)
 	}
@@ -149,7 +150,7 @@ func TestHTTPSinkConnectionError(t *testing.T) {
 	}
 	defer s.Close()
 	_, err = s.Deliver(context.Background(), testJob())
-	var perm *shaper.PermanentError
+	var perm *policy.PermanentError
 	if err == nil || errors.As(err, &perm) {
 		t.Fatalf("err = %v, want retryable", err)
 	}

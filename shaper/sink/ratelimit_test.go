@@ -120,7 +120,7 @@ func TestHTTPSinkFeedback(t *testing.T) {
 			if fb.Quota == nil || fb.Quota.Remaining != tc.remaining || fb.Malformed != tc.bad {
 				t.Fatalf("feedback %+v (quota %+v), want remaining %d, %d malformed", fb, fb.Quota, tc.remaining, tc.bad)
 			}
-			var pb *shaper.PushbackError
+			var pb *policy.PushbackError
 			switch {
 			case tc.pushback < 0 && errors.As(err, &pb):
 				t.Errorf("err %v, want no pushback", err)
