@@ -196,24 +196,26 @@ downstreams:
 	}
 }
 
-func waitReady(t *testing.T, admin string, exited chan error, stderr *syncBuffer) {
-	t.Helper()
+// readyOrExit waits up to 20 s for /readyz to answer 200, and returns an
+// error if the process exits first or is not ready in time.
+func readyOrExit(admin string, exited chan error, stderr *syncBuffer) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
-			t.Fatalf("shaperd exited early (%v):\n%s", err, stderr.String())
+			exited <- err // still there for kill, which waits on it
+			return fmt.Errorf("shaperd exited early (%v):\n%s", err, stderr.String())
 		default:
 		}
 		if resp, err := http.Get(admin + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("shaperd not ready within 20s:\n%s", stderr.String())
+	return fmt.Errorf("shaperd not ready within 20s:\n%s", stderr.String())
 }
 
 func adminRate(t *testing.T, admin string) float64 {

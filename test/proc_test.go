@@ -24,17 +24,40 @@ type proc struct {
 // free loopback address) and waits until /readyz says ready.
 func startShaperd(t *testing.T, yaml string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
-	path := filepath.Join(t.TempDir(), "shaper.yaml")
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "%ADMIN%", addr)), 0o600); err != nil {
-		t.Fatal(err)
+	// freeAddr's port is free when picked, but another process on a busy
+	// machine may bind it before shaperd does: then shaperd exits at once
+	// and a new port is tried.
+	for try := 1; ; try++ {
+		addr := freeAddr(t)
+		path := filepath.Join(t.TempDir(), "shaper.yaml")
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "%ADMIN%", addr)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p, err := runShaperdFile(t, path, addr)
+		if err == nil {
+			return p
+		}
+		if try == 3 || !strings.Contains(p.stderr.String(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("admin port taken before shaperd bound it; trying another: %v", err)
 	}
-	return startShaperdFile(t, path, addr)
 }
 
 // startShaperdFile runs the shaperd binary on the config file at path, whose
 // admin.listen is adminAddr, and waits until /readyz says ready.
 func startShaperdFile(t *testing.T, path, adminAddr string) *proc {
+	t.Helper()
+	p, err := runShaperdFile(t, path, adminAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// runShaperdFile is startShaperdFile returning, not failing on, an early
+// exit or a daemon not ready in time. The process is killed at cleanup.
+func runShaperdFile(t *testing.T, path, adminAddr string) (*proc, error) {
 	t.Helper()
 	p := &proc{cmd: exec.Command(shaperdBinary(t), "-config", path), admin: "http://" + adminAddr,
 		exited: make(chan error, 1), stderr: &syncBuffer{}}
@@ -44,8 +67,7 @@ func startShaperdFile(t *testing.T, path, adminAddr string) *proc {
 	}
 	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() { p.kill(t) })
-	waitReady(t, p.admin, p.exited, p.stderr)
-	return p
+	return p, readyOrExit(p.admin, p.exited, p.stderr)
 }
 
 // kill sends SIGKILL and waits for the process to be gone (idempotent).
