@@ -127,26 +127,39 @@ func (st *Store) ensure(ctx context.Context, downstream string, b bounds) (natsj
 
 // incompatible compares the settings that are never changed automatically.
 func incompatible(have, want natsjs.StreamConfig) error {
-	var errs []error
-	bad := func(setting string, h, w any) {
-		errs = append(errs, fmt.Errorf("%w: stream %s: %s is %v, shaperd needs %v; it is not changed automatically: "+
-			"move its jobs and delete it (nats stream rm %s), or set nats.natsjs.stream_prefix to use other streams",
-			ErrIncompatible, have.Name, setting, h, w, have.Name))
-	}
-	if have.Retention != want.Retention {
-		bad("retention", have.Retention, want.Retention)
-	}
-	if have.Storage != want.Storage {
-		bad("storage", have.Storage, want.Storage)
-	}
-	if have.Replicas != want.Replicas {
-		bad("replicas", have.Replicas, want.Replicas)
-	}
-	if have.Discard != want.Discard {
-		bad("discard", have.Discard, want.Discard)
-	}
+	errs := Unchangeable(have, want, ErrIncompatible, "jobs")
 	if !slices.Equal(have.Subjects, want.Subjects) {
-		bad("subjects", "["+strings.Join(have.Subjects, ", ")+"]", "["+strings.Join(want.Subjects, ", ")+"]")
+		errs = append(errs, unchangeable(have.Name, "subjects", "["+strings.Join(have.Subjects, ", ")+"]",
+			"["+strings.Join(want.Subjects, ", ")+"]", ErrIncompatible, "jobs"))
 	}
 	return errors.Join(errs...)
+}
+
+// Unchangeable returns an error wrapping sentinel for every setting of an
+// existing stream (have) that differs from want and that shaperd never
+// changes in place: retention, storage, replicas and discard. Each names
+// the setting, both values and the operator's way out; holds says what the
+// stream keeps ("jobs", "dead letters").
+func Unchangeable(have, want natsjs.StreamConfig, sentinel error, holds string) []error {
+	var errs []error
+	for _, d := range []struct {
+		setting string
+		h, w    any
+	}{
+		{"retention", have.Retention, want.Retention},
+		{"storage", have.Storage, want.Storage},
+		{"replicas", have.Replicas, want.Replicas},
+		{"discard", have.Discard, want.Discard},
+	} {
+		if d.h != d.w {
+			errs = append(errs, unchangeable(have.Name, d.setting, d.h, d.w, sentinel, holds))
+		}
+	}
+	return errs
+}
+
+func unchangeable(stream, setting string, h, w any, sentinel error, holds string) error {
+	return fmt.Errorf("%w: stream %s: %s is %v, shaperd needs %v; it is not changed automatically: "+
+		"move its %s and delete it (nats stream rm %s), or set nats.jetstream.stream_prefix to use other streams",
+		sentinel, stream, setting, h, w, holds, stream)
 }

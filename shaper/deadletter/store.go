@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/shaperd/shaper/queue/jetstream"
 )
 
 // The dead-letter store: one stream per downstream, <StreamPrefix>_DEAD_<downstream>, bound to the downstream's
@@ -332,23 +333,5 @@ func (d *Store) publish(ctx context.Context, ds *deadStream, m *nats.Msg) (*nats
 // that cannot be changed in place and differs from want (its subject is
 // updated instead).
 func incompatible(have, want natsjs.StreamConfig) error {
-	var errs []error
-	bad := func(setting string, h, w any) {
-		errs = append(errs, fmt.Errorf("%w: stream %s: %s is %v, shaperd needs %v; it is not changed automatically: "+
-			"move its dead letters and delete it (nats stream rm %s), or set nats.jetstream.stream_prefix to use other streams",
-			ErrIncompatible, have.Name, setting, h, w, have.Name))
-	}
-	if have.Retention != want.Retention {
-		bad("retention", have.Retention, want.Retention)
-	}
-	if have.Storage != want.Storage {
-		bad("storage", have.Storage, want.Storage)
-	}
-	if have.Replicas != want.Replicas {
-		bad("replicas", have.Replicas, want.Replicas)
-	}
-	if have.Discard != want.Discard {
-		bad("discard", have.Discard, want.Discard)
-	}
-	return errors.Join(errs...)
+	return errors.Join(jetstream.Unchangeable(have, want, ErrIncompatible, "dead letters")...)
 }
