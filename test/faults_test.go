@@ -53,8 +53,10 @@ func TestFlakyDownstreamLosesNothing(t *testing.T) {
 		}
 		return http.StatusOK, nil
 	}
+	// The breaker is off: this measures retries alone. With it on (the
+	// default), runs of 5 failures open it and the 60 jobs wait out probes.
 	in := startDaemon(t, srv, baseConfig(lane("flaky", "40/s", 100,
-		"    retry: { max_attempts: 20, initial_backoff: 20ms, max_backoff: 200ms }\n    dead_letter: dl.flaky\n", ds.URL)))
+		"    retry: { max_attempts: 20, initial_backoff: 20ms, max_backoff: 200ms }\n    breaker: { failures: 0 }\n    dead_letter: dl.flaky\n", ds.URL)))
 	dead := subscribeDead(t, in.nc, "dl.flaky")
 	const jobs = 60
 	for i := range jobs {
