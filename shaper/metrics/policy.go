@@ -41,7 +41,7 @@ func newPolicyVecs(f promauto.Factory) PolicyVecs {
 		}, ds),
 		Refunds: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaper_admission_refunds_total",
-			Help: "Charges given back to one limit of a several-limit admission rule because another limit rejected the job.",
+			Help: "Admission charges given back: to the limits of a several-limit rule when another limit rejected the job, or to the rule when the queue's store failed or refused a job it admitted.",
 		}, ds),
 		BadHeaders: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "shaper_downstream_bad_ratelimit_headers_total",
