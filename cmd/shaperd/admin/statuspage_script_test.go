@@ -76,8 +76,8 @@ func runPageScript(t *testing.T, a *testAdmin) harnessResult {
 	return res
 }
 
-// TestStatusPageScript runs the page's script: it draws the dead-letter
-// cells from /v1/downstreams without errors, and its replay control POSTs
+// TestStatusPageScript runs the page's script: it draws the state and the
+// dead-letter cells from /v1/downstreams without errors, and its replay control POSTs
 // the typed rate to the downstream's replay route with the page's
 // credentials, keeps what was typed across redraws, and shows the answer.
 func TestStatusPageScript(t *testing.T) {
@@ -87,6 +87,9 @@ func TestStatusPageScript(t *testing.T) {
 		st.Delivered = map[shaper.Outcome]uint64{shaper.OutcomeDeadLettered: 4}
 		st.Retries = 9
 	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.lanes.edit("zero", func(st *shaper.LaneStatus) { st.StoreFull = true }); err != nil {
 		t.Fatal(err)
 	}
 	res := runPageScript(t, a)
@@ -104,6 +107,9 @@ func TestStatusPageScript(t *testing.T) {
 		if strings.HasPrefix(row[0], "erp") && (!strings.HasPrefix(row[0], "erpfailing4 deliveries failed, none succeeded") ||
 			row[3] != "–ok 0 · failed 4 (4 dead-lettered) · retries 9") {
 			t.Errorf("erp (4 dead-lettered, no success) drawn %q / %q, want failing with its failures and retries", row[0], row[3])
+		}
+		if strings.HasPrefix(row[0], "zero") && !strings.HasPrefix(row[0], "zerostore fullthe store is out of space: new jobs are refused until it has room") {
+			t.Errorf("zero (its store full) drawn %q, want store full", row[0])
 		}
 		for _, name := range []string{"erp", "printer", "zero"} {
 			if strings.HasPrefix(row[0], name) {
