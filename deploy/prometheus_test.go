@@ -315,7 +315,12 @@ func testDownstreams(t *testing.T) (healthy, failing *httptest.Server) {
 // promConfig is the daemon's config: healthy drains 20/s, is offered 14/s
 // and keeps its admission state in the NATS KV (so the KV store's series
 // exist); failing drains 10/s, is offered 33/s, gives up after 2 tries
-// (no breaker holds its jobs).
+// (no breaker holds its jobs). Failing's queue holds 100 so that its
+// depth stays clearly over ShaperQueueNearlyFull's 90 %: with 20 it sat
+// at 19 (one job in flight) and fell to 18, not over 90 %, for the few
+// milliseconds after each start until the next job arrived; a scrape
+// that landed there reset the alert's for:, and under -race on a loaded
+// machine it failed to fire within 4 minutes.
 func promConfig(t *testing.T, natsURL, healthy, failing string) string {
 	t.Helper()
 	yaml := fmt.Sprintf(`
@@ -330,7 +335,7 @@ downstreams:
     sink: { http: { url: %q, timeout: 2s } }
   failing:
     rate: 10/s
-    queue: { capacity: 20, backend: memory, max_wait: 30s }
+    queue: { capacity: 100, backend: memory, max_wait: 60s }
     sink: { http: { url: %q, timeout: 2s } }
     retry: { max_attempts: 2, initial_backoff: 100ms, max_backoff: 100ms }
     breaker: { failures: 0 }  # every job dead-lettered after its tries, none held
@@ -449,9 +454,39 @@ func waitForAlerts(t *testing.T, base string, within time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
+			logRecent(t, base, `shaper_queue_depth{downstream="failing"}`,
+				`sum(rate(shaper_jobs_started_total{downstream="failing"}[5s]))`,
+				`sum(rate(shaper_jobs_received_total{downstream="failing"}[5s]))`)
 			t.Fatalf("within %s these alerts did not fire for the failing downstream: %v (active: %v)", within, missing, alerts)
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+// logRecent logs each expression's values over the last 30 s (one per
+// second), so that an alert that did not fire shows what it saw.
+func logRecent(t *testing.T, base string, exprs ...string) {
+	t.Helper()
+	for _, expr := range exprs {
+		var data struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		}
+		now := time.Now()
+		q := url.Values{"query": {expr}, "step": {"1"},
+			"start": {strconv.FormatInt(now.Add(-30*time.Second).Unix(), 10)}, "end": {strconv.FormatInt(now.Unix(), 10)}}
+		if err := promAPI(base, "/api/v1/query_range", q, &data); err != nil {
+			t.Logf("%s: %v", expr, err)
+			continue
+		}
+		for _, r := range data.Result {
+			vals := make([]string, len(r.Values))
+			for i, v := range r.Values {
+				vals[i], _ = v[1].(string)
+			}
+			t.Logf("%s over the last 30s: %s", expr, strings.Join(vals, " "))
+		}
 	}
 }
 
