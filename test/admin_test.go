@@ -12,6 +12,7 @@ import (
 )
 
 func TestAdminAPI(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(
@@ -56,6 +57,7 @@ func TestAdminAPI(t *testing.T) {
 
 // Pause stops starts, not intake; resume continues from now with no burst.
 func TestPauseResume(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "10/s", 10, "", ds.URL)))
@@ -83,6 +85,7 @@ func TestPauseResume(t *testing.T) {
 // Shutdown with jobs queued: in-flight finishes, the queued are dead-lettered
 // with reason shutdown and counted; nothing disappears.
 func TestShutdownDeadLettersQueued(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "1/s", 10, "    dead_letter: dl.printer\n", ds.URL)))
@@ -114,6 +117,7 @@ func TestShutdownDeadLettersQueued(t *testing.T) {
 // A NATS sink publishes the payload with the Shaper-* headers; with
 // request: true, a reply is success.
 func TestNATSSinkRequest(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	cfg := `
 nats: { url: "%NATS%" }
@@ -150,6 +154,7 @@ downstreams:
 // Every series a running daemon exports — shaper, daemon, admission store,
 // status-page sampler — passes Prometheus' own lint (names, units, help).
 func TestMetricsLint(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(

@@ -27,28 +27,31 @@ var (
 	buildErr  error
 )
 
-// shaperdBinary builds cmd/shaperd once per test run.
+// shaperdBinary builds cmd/shaperd once per test run (TestMain starts the
+// build at once, so that it overlaps the first tests).
 func shaperdBinary(t *testing.T) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "shaperd-bin")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(dir, "shaperd")
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Dir(filepath.Dir(file))
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/shaperd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
+	buildOnce.Do(buildShaperd)
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binPath
+}
+
+func buildShaperd() {
+	dir, err := os.MkdirTemp("", "shaperd-bin")
+	if err != nil {
+		buildErr = err
+		return
+	}
+	binPath = filepath.Join(dir, "shaperd")
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	cmd := exec.Command("go", "build", "-o", binPath, "./cmd/shaperd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+	}
 }
 
 // runShaperd runs the binary to completion and returns exit code and stderr.
@@ -130,6 +133,7 @@ func freeAddr(t *testing.T) string {
 // refused and the old config stays, SIGTERM dead-letters queued jobs and
 // exits 0.
 func TestShaperdProcessLifecycle(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	admin := freeAddr(t)
@@ -268,6 +272,7 @@ func (s *syncBuffer) String() string {
 // A second SIGTERM while shutting down exits at once with code 1 and says
 // that queued jobs were not dead-lettered.
 func TestShaperdSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	release := make(chan struct{})
 	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -93,6 +93,7 @@ func procMetric(t *testing.T, admin, series string) float64 {
 // binary runs its embedded NATS server: after kill -9 and a restart the 5
 // are still there and their payloads read back.
 func TestDeadLettersStoredSurviveKillNine(t *testing.T) {
+	t.Parallel()
 	ds := newDownstream(t)
 	ds.respond = always500
 	natsAddr, storeDir := freeAddr(t), filepath.Join(t.TempDir(), "nats")
@@ -267,6 +268,7 @@ func TestDeadLetterStoreUnavailableJobStaysQueued(t *testing.T) {
 // appears; after a restart every job has at least one stored dead letter
 // and the work queue is empty.
 func TestKillNineBetweenStoreAndTerm(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	ds.respond = always500

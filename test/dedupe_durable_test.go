@@ -35,6 +35,7 @@ func requestMsgID(t *testing.T, nc *nats.Conn, subject, msgID, payload string) r
 // same store, the retry is answered duplicate with the original job id,
 // and the downstream sees the job once.
 func TestDurableDedupeAfterDeliveryAndKillNine(t *testing.T) {
+	t.Parallel()
 	ds := newDownstream(t)
 	natsAddr, storeDir := freeAddr(t), filepath.Join(t.TempDir(), "nats")
 	conf := fmt.Sprintf(`

@@ -16,6 +16,7 @@ import (
 // 16 concurrent copies → exactly 20 deliveries, and every copy is answered
 // accepted with its id's one job id.
 func TestDedupeConcurrentCopies(t *testing.T) {
+	t.Parallel()
 	for _, store := range []string{"memory", "nats"} {
 		t.Run(store, func(t *testing.T) {
 			srv := runNATS(t)
@@ -81,6 +82,7 @@ func TestDedupeConcurrentCopies(t *testing.T) {
 // rejection (what a retrying producer does) gets an answer of its own, and
 // is accepted once the key's token has refilled.
 func TestDedupeRetryAfterRejection(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("erp", "100/s", 100, `    admission: { mode: token_bucket, rate: 2/s, burst: 1 }

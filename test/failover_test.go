@@ -31,6 +31,7 @@ const (
 // (SIGSTOP) while one job is in flight and the next is fetched. The other
 // daemon starts both within heldBound.
 func TestFrozenDrainerJobsStartAgainSoon(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs two shaperd processes for ~10 s; run without -short")
 	}
@@ -161,6 +162,7 @@ func timedStarts(t *testing.T, conf string, n int) []time.Duration {
 // A daemon (re)started on a healthy single node and on a healthy 3-node
 // cluster is ready within readyBound, the first start included.
 func TestRestartReadySoon(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts shaperd 8 times on a 3-node cluster; run without -short")
 	}
@@ -237,6 +239,7 @@ func lossyJetStream(t *testing.T, front, back *server.Server, lose func(subject 
 // start-up check (queues, dead-letter streams, admission bucket) they
 // belong to.
 func TestStartReadySoonAfterLostRequests(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts shaperd against a lossy JetStream; run without -short")
 	}

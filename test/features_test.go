@@ -16,6 +16,7 @@ import (
 // (docs/policies.md), one per feature, through NATS, the daemon and HTTP.
 
 func TestFeatureWouldExpire(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(laneQ("slow", "10/s",
@@ -49,6 +50,7 @@ func TestFeatureWouldExpire(t *testing.T) {
 }
 
 func TestFeatureCost(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(laneQ("gql", "10/s", "{ capacity: 10, backend: memory, max_cost: 5 }", ds.URL)))
@@ -77,6 +79,7 @@ func TestFeatureCost(t *testing.T) {
 }
 
 func TestFeatureShadow(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("api", "100/s", 100,
@@ -117,6 +120,7 @@ func capacityServer(ds *downstream, rate float64, burst int) {
 }
 
 func TestFeatureAdaptiveRate(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	capacityServer(ds, 40, 4)
@@ -147,6 +151,7 @@ func TestFeatureAdaptiveRate(t *testing.T) {
 }
 
 func TestFeatureFairness(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(laneQ("api", "20/s",
@@ -206,6 +211,7 @@ func laneQ(name, rate, queue, url string) string {
 // the window, would have emptied the bucket; just after it, 10 jobs are
 // all admitted (without refunds the bucket would hold about 7).
 func TestFeatureSeveralLimits(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("api", "200/s", 1000, `    admission:

@@ -71,6 +71,7 @@ func hammer(t *testing.T, conns []*nats.Conn, producers int, keys []string, d ti
 // elapsed admitted per key in total — exact, no slack — and no tenant name
 // appears in the bucket's subjects.
 func TestKVAdmissionThreeInstancesExact(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	var conns []*nats.Conn
@@ -133,6 +134,7 @@ func TestKVAdmissionThreeInstancesExact(t *testing.T) {
 // fail-closed one rejects unavailable with Retry-After; when JetStream is
 // back both decide from the bucket again.
 func TestKVAdmissionStoreDown(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	cfg := baseConfig(

@@ -42,6 +42,7 @@ type credCase struct {
 // seed file, TLS with a client certificate — to a server that requires
 // it, and a job flows end to end; the secret is in no log line.
 func TestNATSCredentials(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cases := []credCase{
 		{

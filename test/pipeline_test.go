@@ -13,6 +13,7 @@ import (
 // 2/s. Exactly 10 are accepted, 5 rejected queue_full with Retry-After: 1,
 // and the 10th accepted starts about 4.5 s after the first.
 func TestBurst15IntoCapacity10(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "2/s", 10, "", ds.URL)))
@@ -72,6 +73,7 @@ func TestBurst15IntoCapacity10(t *testing.T) {
 // After an idle period the drain does not catch up: a burst into an idle
 // lane starts one job now and the rest at 1/rate intervals.
 func TestIdleThenBurstNoCatchUp(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("erp", "10/s", 50, "", ds.URL)))
@@ -104,6 +106,7 @@ func TestIdleThenBurstNoCatchUp(t *testing.T) {
 // A slow downstream lowers throughput; concurrency bounds what is in flight
 // and the start rate never rises above rate.
 func TestConcurrencyBoundsInflight(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	ds.delay = 400 * time.Millisecond
@@ -132,6 +135,7 @@ func TestConcurrencyBoundsInflight(t *testing.T) {
 // Shaper-Attempt counts the try. On both queue backends: a durable lane
 // holds the pushed-back job instead of nak-ing it to the stream.
 func TestPushbackPausesThenRetries(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []struct {
 		name string
 		lane func(name, rate string, capacity int, extra, url string) string
@@ -172,6 +176,7 @@ func TestPushbackPausesThenRetries(t *testing.T) {
 // 5xx is retried with backoff up to max_attempts, then dead-lettered with
 // reason failed and the original payload.
 func TestRetriesThenDeadLetter(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	ds.respond = func(int, *http.Request) (int, map[string]string) { return http.StatusInternalServerError, nil }
@@ -203,6 +208,7 @@ func TestRetriesThenDeadLetter(t *testing.T) {
 
 // A permanent 4xx fails at once: no retry.
 func TestPermanentFailureNoRetry(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	ds.respond = func(int, *http.Request) (int, map[string]string) { return http.StatusBadRequest, nil }
@@ -221,6 +227,7 @@ func TestPermanentFailureNoRetry(t *testing.T) {
 // A job that cannot start within its max wait is dropped as expired, never
 // sent late.
 func TestExpiredJobsAreDroppedNotSentLate(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "1/s", 10, "    dead_letter: dl.printer\n", ds.URL)))
@@ -248,6 +255,7 @@ func TestExpiredJobsAreDroppedNotSentLate(t *testing.T) {
 
 // Bad input gets the documented rejection, counted; nothing crashes.
 func TestIntakeRejections(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	cfg := baseConfig(lane("printer", "2/s", 10, "", ds.URL)) + "\ningress: { max_payload: 1KiB }\n"
@@ -299,6 +307,7 @@ func TestIntakeRejections(t *testing.T) {
 // A repeated Nats-Msg-Id within the window is accepted once; the second
 // reply is accepted with duplicate:true and the original job id.
 func TestDedupeByMsgID(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "50/s", 10, "", ds.URL)))
@@ -321,6 +330,7 @@ func TestDedupeByMsgID(t *testing.T) {
 // A plain publish (no reply subject) that is rejected is dead-lettered with
 // the intake reason when the downstream has a dead-letter subject.
 func TestPlainPublishRejectionDeadLettered(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	ds.delay = time.Second
@@ -340,6 +350,7 @@ func TestPlainPublishRejectionDeadLettered(t *testing.T) {
 // Concurrent producers: every request gets exactly one answer and the
 // counts add up.
 func TestConcurrentProducersAccounting(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "1000/s", 100, "", ds.URL)))

@@ -44,6 +44,7 @@ func scrape(t *testing.T, url string) map[string]float64 {
 // alerts read, with values that are this process's: its start time lies
 // between the test's exec and the daemon being ready.
 func TestProcessMetrics(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	before := time.Now()

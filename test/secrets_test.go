@@ -21,6 +21,7 @@ import (
 // no log line (debug included), no metric and no /v1 output, through start,
 // a failing delivery, a refused reload and shutdown.
 func TestSecretsNeverLeak(t *testing.T) {
+	t.Parallel()
 	const password, sinkSecret = "s3cret-nats-pw", "Bearer s3cret-sink-token"
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1

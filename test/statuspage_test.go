@@ -41,6 +41,7 @@ type history struct {
 }
 
 func TestStatusPageAndHistory(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	in, _ := startDaemonOpts(t, srv, baseConfig(
@@ -112,6 +113,7 @@ func TestStatusPageAndHistory(t *testing.T) {
 // drew the rows without an error (a thrown error reads "cannot reach the
 // admin API (...)"). Skipped, saying so, where chromium is not installed.
 func TestStatusPageInChromium(t *testing.T) {
+	t.Parallel()
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Skip("chromium is not installed: the status page is not run in a browser here (sudo apt-get install -y chromium)")
@@ -137,6 +139,7 @@ func TestStatusPageInChromium(t *testing.T) {
 }
 
 func TestAdminAuthAndTLS(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
@@ -188,6 +191,7 @@ downstreams:`, hash, certFile, keyFile)+lane("printer", "2/s", 5, "", "http://12
 }
 
 func TestNonLoopbackWarning(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	_, logs := startDaemonOpts(t, srv, strings.Replace(baseConfig(lane("printer", "2/s", 5, "", "http://127.0.0.1:1/")),
 		`listen: "127.0.0.1:0"`, `listen: "0.0.0.0:0"`, 1), daemon.Options{})
@@ -197,6 +201,7 @@ func TestNonLoopbackWarning(t *testing.T) {
 }
 
 func TestAdminPostBodyLimit(t *testing.T) {
+	t.Parallel()
 	srv := runNATS(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "2/s", 5, "", "http://127.0.0.1:1/")))
 	resp, err := http.Post(in.admin+"/v1/downstreams/printer/pause", "application/json", strings.NewReader(strings.Repeat("x", 4096)))

@@ -118,6 +118,7 @@ var deliveriesNote = regexp.MustCompile(`<div class="dsname">(\w+)</div>(?s:.*?)
 // /v1/history it charts) are the /metrics series' numbers, for a healthy
 // and a failing downstream.
 func TestStatusPageAgreesWithMetrics(t *testing.T) {
+	t.Parallel()
 	const n = 6
 	in := healthyAndFailing(t, n)
 	m := func(ds, series, label string) float64 {
@@ -250,6 +251,7 @@ func runChromium(t *testing.T, chromium string, width, height int, args ...strin
 // SHAPER_SCREENSHOTS=1 it also writes docs/status-page.png and
 // docs/status-page-420.png. Skipped where chromium is not installed.
 func TestStatusPageFailingInChromium(t *testing.T) {
+	t.Parallel()
 	chromium, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Skip("chromium is not installed: the status page is not run in a browser here (sudo apt-get install -y chromium)")

@@ -81,6 +81,7 @@ func storeFull(t *testing.T, admin string) bool {
 // keep room of their own), the others are delivered, and intake accepts
 // again without a restart: the metric goes back to 0 and one line says so.
 func TestStoreFullAnswersPlainlyAndRecovers(t *testing.T) {
+	t.Parallel()
 	var failing atomic.Int32 // the next this many tries fail
 	ds := newDownstream(t)
 	ds.respond = func(int, *http.Request) (int, map[string]string) {
