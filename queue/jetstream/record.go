@@ -157,7 +157,7 @@ func (st *Store) lookUpThenSend(q *Queue, job *queue.Job, done func(int, error),
 
 // duplicate answers a publish the stream's duplicate window refused, with
 // the id of the job stored first: the stored original's or, once it left
-// the stream, its record's (written just before it left, on another
+// the stream, its record's (stored before it left, on another
 // stream, so a copy racing it waits up to recordWait for the record). When
 // neither is found the answer is a duplicate without a job id, never an
 // id no job had.
@@ -190,24 +190,4 @@ func (st *Store) duplicate(p pendingPub, seq uint64) {
 		time.Sleep(recordPoll)
 	}
 	p.done(0, queue.ErrDuplicate)
-}
-
-// recordRemoved writes the record of the job in m just before m is acked
-// or termed, when it has a Nats-Msg-Id and its window has not ended: while
-// a job is in its stream the stream itself answers a copy (its duplicate
-// window, which the server rebuilds from the stored messages when it
-// restarts), and from then on the record does. It sends without waiting
-// for an answer (it runs under the queue's lock), before the ack, on the
-// same connection.
-func (st *Store) recordRemoved(m natsjs.Msg) {
-	h := m.Headers()
-	msgID, jobID := h.Get(hdrMsgID), h.Get(hdrJobID)
-	if msgID == "" || jobID == "" {
-		return
-	}
-	enqueued := unixNano(h.Get(hdrEnqueued))
-	if enqueued.IsZero() || time.Since(enqueued) >= st.set.DedupeWindow {
-		return
-	}
-	_ = st.nc.PublishMsg(st.recordMsg(msgID, jobID, enqueued))
 }
