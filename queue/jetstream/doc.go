@@ -42,8 +42,11 @@
 // records were dropped for MaxRecords — is the id looked up in the records
 // stream (a direct get) in a goroutine per job, while the stores of a
 // queue keep the order of Offer. A repeat the stream refuses is answered
-// with the stored original's job id or its record's, and with none (never
-// another) when both are gone. A job without an id takes no lookup.
+// with the stored original's job id or its record's (read from the stream,
+// each read tried again for up to 5 s, so a read lost in a leader
+// election delays the answer rather than leave it without a job id), and
+// with none (never another) when both are gone. A job without an id takes
+// no lookup.
 //
 // Not covered: a repeat that reaches another instance within the few
 // milliseconds between the record's write and its delivery there, when
