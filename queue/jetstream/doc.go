@@ -20,8 +20,16 @@
 // <StreamPrefix>_DEDUPE (stream KV_<StreamPrefix>_DEDUPE, a NATS KV
 // layout: one value per key, max age ingress.dedupe_window, counted from
 // the job's acceptance; the key is the id in base64url). The drain writes
-// the record just before the job leaves the stream (ack or term); until
-// then the stream answers a repeat itself.
+// the record before the job leaves the stream (ack or term) and lets the
+// job leave only once the record is stored (its PubAck; the write has a
+// Nats-Msg-Id of its own, shaper-record:<job id>, so one sent again is
+// stored once); until then the stream answers a repeat itself. The write
+// runs off the drain's path; while it is outstanding (a node restarting,
+// a leader election, a dropped connection) the job is kept alive and
+// holds its place in the prefetch, so a store that cannot take records
+// stops the drain after a prefetch's worth of jobs. Close waits up to 2 s
+// for outstanding writes and hands the jobs still unrecorded back to the
+// stream (nak): delivered again, never gone without their record.
 //
 // Each Store keeps the records of the window in memory (recordTable):
 // Ensure loads them all through an ordered consumer and returns once it
@@ -34,8 +42,11 @@
 // records were dropped for MaxRecords — is the id looked up in the records
 // stream (a direct get) in a goroutine per job, while the stores of a
 // queue keep the order of Offer. A repeat the stream refuses is answered
-// with the stored original's job id or its record's, and with none (never
-// another) when both are gone. A job without an id takes no lookup.
+// with the stored original's job id or its record's (read from the stream,
+// each read tried again for up to 5 s, so a read lost in a leader
+// election delays the answer rather than leave it without a job id), and
+// with none (never another) when both are gone. A job without an id takes
+// no lookup.
 //
 // Not covered: a repeat that reaches another instance within the few
 // milliseconds between the record's write and its delivery there, when

@@ -17,7 +17,7 @@ func (q *Queue) fetch() {
 	wait := min(q.st.set.PinnedTTL/2, 2*time.Second)
 	for q.ctx.Err() == nil {
 		q.mu.Lock()
-		c, room := q.c, q.prefetch-len(q.buf)-len(q.pb)
+		c, room := q.c, q.prefetch-len(q.buf)-len(q.pb)-len(q.unrecorded) // a job waiting for its record holds its place
 		q.mu.Unlock()
 		if c == nil {
 			q.sleep(retryEvery)
@@ -221,6 +221,9 @@ func (q *Queue) inProgress() {
 		_ = m.InProgress()
 	}
 	for m := range q.held {
+		_ = m.InProgress()
+	}
+	for m := range q.unrecorded {
 		_ = m.InProgress()
 	}
 }

@@ -52,18 +52,22 @@ type Queue struct {
 	wake   chan struct{} // cap 1: room in the prefetch, or ensured
 	order  order         // stores in the order of Offer
 
-	mu       sync.Mutex
-	buf      []held                     // fetched, not taken; FIFO
-	pb       []held                     // pushed back, held locally until at; sorted by at
-	taken    map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
-	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
-	depth    depthBook                  // stream's messages (refreshed; adjusted locally)
-	bounds   bounds
-	capDirty bool
-	closed   bool
-	s        natsjs.Stream
-	c        natsjs.Consumer
-	broken   error // ErrIncompatible found after start-up
+	mu    sync.Mutex
+	buf   []held                     // fetched, not taken; FIFO
+	pb    []held                     // pushed back, held locally until at; sorted by at
+	taken map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
+	held  map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
+	// unrecorded are due to leave the stream (ack or term) once their
+	// dedupe record is stored; see settleLocked.
+	unrecorded map[natsjs.Msg]*recordWrite
+	recs       recordWrites
+	depth      depthBook // stream's messages (refreshed; adjusted locally)
+	bounds     bounds
+	capDirty   bool
+	closed     bool
+	s          natsjs.Stream
+	c          natsjs.Consumer
+	broken     error // ErrIncompatible found after start-up
 }
 
 var (
@@ -103,8 +107,10 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
 		prefetch: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
 		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, bounds: ls.bounds(),
+		unrecorded: map[natsjs.Msg]*recordWrite{},
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
+	q.recs.ctx, q.recs.cancel = context.WithCancel(context.Background())
 	return q, nil
 }
 
@@ -125,10 +131,14 @@ func (q *Queue) Start(ready func()) {
 }
 
 // Close stops fetching, naks jobs fetched but not started (they are
-// redelivered at once to whichever instance drains next) and waits for the
-// queue's goroutines. Idempotent.
+// redelivered at once to whichever instance drains next), waits up to
+// closeRecordWait for the dedupe records of delivered jobs (a job whose
+// record was not stored by then is nak'ed too: delivered again rather
+// than gone without its record) and waits for the queue's goroutines.
+// Idempotent.
 func (q *Queue) Close() error {
 	q.handBack()
+	q.waitRecords(closeRecordWait)
 	q.wg.Wait()
 	return nil
 }
@@ -275,12 +285,11 @@ func (q *Queue) Ack(job *queue.Job, at time.Time) {
 	})
 }
 
-// ackLocked acks m and forgets it. Requires q.mu.
+// ackLocked acks m, once its dedupe record is stored, and forgets it.
+// Requires q.mu.
 func (q *Queue) ackLocked(m natsjs.Msg) {
 	delete(q.held, m)
-	q.st.recordRemoved(m)
-	_ = m.Ack()
-	q.depth.remove()
+	q.settleLocked(m, false)
 }
 
 // RetryLater naks job with the delay until at, so the retry waits in the
@@ -311,15 +320,14 @@ func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	}
 }
 
-// GiveUp terms job (its dead letter was stored): the stream deletes it.
+// GiveUp terms job (its dead letter was stored), once its dedupe record
+// is stored: the stream deletes it.
 func (q *Queue) GiveUp(job *queue.Job) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if m, ok := q.taken[job]; ok {
 		delete(q.taken, job)
-		q.st.recordRemoved(m)
-		_ = m.TermWithReason("shaperd: dead-lettered")
-		q.depth.remove()
+		q.settleLocked(m, true)
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 // Tuning of the dedupe records.
 const (
 	recordTimeout = 5 * time.Second       // one lookup or write
-	recordWait    = 2 * time.Second       // a racing copy waits this long for the original's record
+	duplicateWait = 5 * time.Second       // a refused copy waits this long for its original's job id
 	recordPoll    = 50 * time.Millisecond // between its lookups
 	maxDuplicates = 2 * time.Minute       // the records stream's own duplicate window, at most
 	hdrRecordAt   = hdrEnqueued           // on a record: when its job was accepted, unix nanoseconds
@@ -102,9 +102,18 @@ func (st *Store) lookup(ctx context.Context, msgID string) (jobID string, found 
 	if err := st.startRecords(ctx); err != nil {
 		return "", false, err
 	}
+	return st.lookupStored(ctx, msgID)
+}
+
+// lookupStored returns the job id recorded for msgID within the window,
+// read from the records stream (a direct get).
+func (st *Store) lookupStored(ctx context.Context, msgID string) (jobID string, found bool, err error) {
 	st.mu.Lock()
 	s := st.records
 	st.mu.Unlock()
+	if s == nil {
+		return "", false, fmt.Errorf("look up message id: stream %s not ensured yet", st.recordStream())
+	}
 	raw, err := s.GetLastMsgForSubject(ctx, st.recordSubject(msgID))
 	switch {
 	case errors.Is(err, natsjs.ErrMsgNotFound):
@@ -157,28 +166,18 @@ func (st *Store) lookUpThenSend(q *Queue, job *queue.Job, done func(int, error),
 
 // duplicate answers a publish the stream's duplicate window refused, with
 // the id of the job stored first: the stored original's or, once it left
-// the stream, its record's (written just before it left, on another
-// stream, so a copy racing it waits up to recordWait for the record). When
-// neither is found the answer is a duplicate without a job id, never an
-// id no job had.
+// the stream, its record's (stored before it left, so read from the
+// records stream, not the table, which gets it a few milliseconds later).
+// Each read waits at most RequestTimeout and they are tried again for up
+// to duplicateWait, so a read lost while a stream elects its leader delays
+// the answer rather than leave it without a job id. When neither is found
+// by then the answer is a duplicate without a job id, never an id no job
+// had.
 func (st *Store) duplicate(p pendingPub, seq uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), recordWait+recordTimeout)
-	defer cancel()
-	s := p.q.streamHandle()
-	if s == nil { // not ensured yet
-		s, _ = st.js.Stream(ctx, p.q.stream)
-	}
-	if s != nil {
-		if raw, err := s.GetMsg(ctx, seq); err == nil && raw.Header.Get(hdrJobID) != "" {
-			p.job.ID = raw.Header.Get(hdrJobID)
-			p.done(0, queue.ErrDuplicate)
-			return
-		}
-	}
 	newID := p.job.ID
 	p.job.ID = ""
-	for until := time.Now().Add(recordWait); p.job.DedupeID != ""; {
-		if jobID, found, err := st.lookup(ctx, p.job.DedupeID); err == nil && found {
+	for until := time.Now().Add(duplicateWait); ; time.Sleep(recordPoll) {
+		if jobID, ok := st.originalID(p, seq); ok {
 			p.job.ID = jobID
 			break
 		}
@@ -187,27 +186,29 @@ func (st *Store) duplicate(p pendingPub, seq uint64) {
 				"downstream", p.q.name, "stream", p.q.stream, "unused_job_id", newID)
 			break
 		}
-		time.Sleep(recordPoll)
 	}
 	p.done(0, queue.ErrDuplicate)
 }
 
-// recordRemoved writes the record of the job in m just before m is acked
-// or termed, when it has a Nats-Msg-Id and its window has not ended: while
-// a job is in its stream the stream itself answers a copy (its duplicate
-// window, which the server rebuilds from the stored messages when it
-// restarts), and from then on the record does. It sends without waiting
-// for an answer (it runs under the queue's lock), before the ack, on the
-// same connection.
-func (st *Store) recordRemoved(m natsjs.Msg) {
-	h := m.Headers()
-	msgID, jobID := h.Get(hdrMsgID), h.Get(hdrJobID)
-	if msgID == "" || jobID == "" {
-		return
+// originalID reads the job id of the original of p's job: the message at
+// seq while it is stored, else its record.
+func (st *Store) originalID(p pendingPub, seq uint64) (string, bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer cancel()
+	s := p.q.streamHandle()
+	if s == nil { // not ensured yet
+		s, _ = st.js.Stream(ctx, p.q.stream)
 	}
-	enqueued := unixNano(h.Get(hdrEnqueued))
-	if enqueued.IsZero() || time.Since(enqueued) >= st.set.DedupeWindow {
-		return
+	if s != nil {
+		if raw, err := s.GetMsg(ctx, seq); err == nil && raw.Header.Get(hdrJobID) != "" {
+			return raw.Header.Get(hdrJobID), true
+		}
 	}
-	_ = st.nc.PublishMsg(st.recordMsg(msgID, jobID, enqueued))
+	if p.job.DedupeID == "" {
+		return "", false
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), RequestTimeout)
+	defer rcancel()
+	jobID, found, err := st.lookupStored(rctx, p.job.DedupeID)
+	return jobID, err == nil && found
 }

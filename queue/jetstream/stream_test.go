@@ -20,7 +20,7 @@ func runStore(t *testing.T) (*Store, natsjs.JetStream) {
 }
 
 // runStoreWith is runStore with settings set.
-func runStoreWith(t *testing.T, set Settings) (*Store, natsjs.JetStream) {
+func runStoreWith(t testing.TB, set Settings) (*Store, natsjs.JetStream) {
 	t.Helper()
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1

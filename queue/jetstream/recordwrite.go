@@ -1,0 +1,173 @@
+package jetstream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+)
+
+// Tuning of the record writes.
+const (
+	// closeRecordWait bounds how long Close waits for the records of the
+	// jobs that are due to leave the stream.
+	closeRecordWait = 2 * time.Second
+	recordPubWait   = 2 * time.Second        // one write's PubAck; then it is sent again
+	recordRetryMin  = 100 * time.Millisecond // between failed writes, doubling
+	recordRetryMax  = time.Second
+	recordWarnAfter = 5 // failed tries of one record before a warning
+	// recordIDPrefix makes a record's own Nats-Msg-Id: a write sent again
+	// (its PubAck was lost) or by another instance after a redelivery is
+	// stored once.
+	recordIDPrefix = "shaper-record:"
+)
+
+// recordWrite is a job due to leave its stream once its record is stored.
+type recordWrite struct {
+	m    natsjs.Msg
+	term bool // else ack
+	rec  *nats.Msg
+}
+
+// recordWrites are a queue's outstanding record writes: each runs in a
+// goroutine of its own until its record is stored or Close gives up.
+type recordWrites struct {
+	ctx     context.Context // cancelled when Close gives up
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	gaveUp  bool // Close stopped waiting: later jobs are left queued (under q.mu)
+	failing bool // a write failed and none succeeded since (under q.mu)
+}
+
+// recordFor returns the record to store before m leaves its stream: its
+// job id under its Nats-Msg-Id, or nil when it has no id or its window
+// has ended (nothing to answer a copy with).
+func (st *Store) recordFor(m natsjs.Msg) *nats.Msg {
+	h := m.Headers()
+	msgID, jobID := h.Get(hdrMsgID), h.Get(hdrJobID)
+	if msgID == "" || jobID == "" {
+		return nil
+	}
+	enqueued := unixNano(h.Get(hdrEnqueued))
+	if enqueued.IsZero() || time.Since(enqueued) >= st.set.DedupeWindow {
+		return nil
+	}
+	rec := st.recordMsg(msgID, jobID, enqueued)
+	rec.Header.Set(nats.MsgIdHdr, recordIDPrefix+jobID)
+	return rec
+}
+
+// settleLocked acks m (or terms it, when term) once its dedupe record is
+// stored. While the job is in its stream the stream answers a copy of its
+// id (its duplicate window); from then on the record does, so the record
+// must be stored first: a record written without waiting for its PubAck
+// and lost (a node restarting, a leader election, a dropped connection)
+// left a delivered job that no instance could name, and a producer retrying
+// its id got a new job, delivered twice, or a duplicate without a job id.
+//
+// The write runs in a goroutine of its own, off the queue's lock, with a
+// synchronous publish (the intake's async window is not involved), and is
+// sent again until it is stored. Meanwhile the job stays held: kept alive,
+// and holding its place in the prefetch (so a store that cannot take
+// records stops the drain after a prefetch's worth of jobs, bounding what
+// a crash would deliver again). Requires q.mu.
+func (q *Queue) settleLocked(m natsjs.Msg, term bool) {
+	rec := q.st.recordFor(m)
+	switch {
+	case rec == nil:
+		q.finishLocked(m, term)
+		return
+	case q.recs.gaveUp: // after Close: leave it queued, delivered again
+		_ = m.Nak()
+		return
+	}
+	w := &recordWrite{m: m, term: term, rec: rec}
+	q.unrecorded[m] = w
+	q.recs.wg.Go(func() { q.writeRecord(w) })
+}
+
+// finishLocked acks or terms m: it leaves the stream. Requires q.mu.
+func (q *Queue) finishLocked(m natsjs.Msg, term bool) {
+	if term {
+		_ = m.TermWithReason("shaperd: dead-lettered")
+	} else {
+		_ = m.Ack()
+	}
+	q.depth.remove()
+}
+
+// writeRecord is a record write's goroutine: it stores w's record, sending
+// it again after a failure, then settles w's job; it gives up when Close
+// does.
+func (q *Queue) writeRecord(w *recordWrite) {
+	wait := recordRetryMin
+	for try := 1; ; try++ {
+		err := q.st.putRecord(q.recs.ctx, w.rec)
+		q.mu.Lock()
+		_, mine := q.unrecorded[w.m] // else Close handed it back
+		if mine && err == nil {
+			delete(q.unrecorded, w.m)
+			q.finishLocked(w.m, w.term)
+			q.signal() // its place in the prefetch is free
+		}
+		recovered := err == nil && q.recs.failing
+		q.recs.failing = err != nil
+		q.mu.Unlock()
+		switch {
+		case recovered:
+			q.st.log.Info("jetstream dedupe records stored again", "downstream", q.name, "stream", q.st.recordStream())
+		case err != nil && try == recordWarnAfter:
+			q.st.log.Warn("jetstream dedupe record not stored yet; its job stays queued until it is",
+				"downstream", q.name, "stream", q.st.recordStream(), "tries", try, "error", err.Error())
+		}
+		if !mine || err == nil {
+			return
+		}
+		select {
+		case <-q.recs.ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, recordRetryMax)
+	}
+}
+
+// putRecord stores rec in the records stream and waits for its PubAck (a
+// duplicate PubAck means it was stored already), at most recordPubWait.
+func (st *Store) putRecord(ctx context.Context, rec *nats.Msg) error {
+	ctx, cancel := context.WithTimeout(ctx, recordPubWait)
+	defer cancel()
+	_, err := st.js.PublishMsg(ctx, rec)
+	return err
+}
+
+// waitRecords waits up to d for the outstanding record writes, then gives
+// up on the rest: their jobs are nak'ed (delivered again, by whichever
+// instance drains next, rather than acked without a record), and jobs
+// settled from now on are left queued the same way. It returns once every
+// write's goroutine has ended.
+func (q *Queue) waitRecords(d time.Duration) {
+	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+		q.mu.Lock()
+		n := len(q.unrecorded)
+		q.mu.Unlock()
+		if n == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	q.mu.Lock()
+	q.recs.gaveUp = true
+	q.recs.cancel()
+	if n := len(q.unrecorded); n > 0 {
+		q.st.log.Warn("jetstream queue closed with dedupe records not stored; their jobs stay queued and are delivered again",
+			"downstream", q.name, "jobs", n)
+	}
+	for m := range q.unrecorded {
+		_ = m.Nak()
+		delete(q.unrecorded, m)
+	}
+	q.mu.Unlock()
+	q.recs.wg.Wait()
+}
