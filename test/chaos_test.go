@@ -59,6 +59,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the chaos test runs about 90 s (-shaper.chaos, default 1m, plus set-up and drain); run without -short")
 	}
+	t.Parallel()
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
