@@ -13,9 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// adaptiveTable runs every shape longer, adaptive and fixed, asserts issue
-// 18's figures (from 2 s after the start: ≥ 90 % of the real capacity,
-// ≤ 5 % of tries refused, no job lost) and prints BENCHMARKS.md's table.
+// adaptiveTable runs every shape longer, adaptive and fixed, asserts the
+// adaptive rate's targets (from 2 s after the start: ≥ 90 % of the real
+// capacity, ≤ 5 % of tries refused, no job lost) and prints
+// BENCHMARKS.md's table.
 var adaptiveTable = flag.Bool("shaper.adaptive", false,
 	"run TestAdaptiveShapeTable: every shape, adaptive and fixed, strict figures and the table")
 
