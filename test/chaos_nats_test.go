@@ -48,16 +48,15 @@ func natsServerBinary(t *testing.T) string {
 // natsNode is one nats-server process of a cluster; restarts keep its
 // ports and store directory.
 type natsNode struct {
-	name      string
-	client    int // port
-	monitor   int // port: /healthz
-	conf      string
-	bin       string
-	mu        sync.Mutex
-	cmd       *exec.Cmd
-	exited    chan error
-	stderr    *syncBuffer
-	restarted int
+	name    string
+	client  int // port
+	monitor int // port: /healthz
+	conf    string
+	bin     string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan error
+	stderr  *syncBuffer
 }
 
 func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.client) }
