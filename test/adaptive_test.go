@@ -128,11 +128,13 @@ func runShapeInProcess(t *testing.T, sh limitShape, adaptive bool) shapeResult {
 
 // TestAdaptiveShapes runs every shape end to end (real NATS, the daemon,
 // a real HTTP downstream) under rate_control adaptive, all at once (they
-// mostly wait: ~30 s in all). The bounds are loose for a busy 2-core
-// machine; the strict figures are TestAdaptiveShapeTable's.
+// mostly wait: ~35 s in all): each in this process, and two of them (the
+// sliding log; X-RateLimit-*) against the built shaperd too. The bounds
+// are loose for a busy 2-core machine; the strict figures are
+// TestAdaptiveShapeTable's.
 func TestAdaptiveShapes(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the shapes take ~30 s; run without -short")
+		t.Skip("the shapes take ~35 s; run without -short")
 	}
 	var wg sync.WaitGroup
 	for _, sh := range shapes {
@@ -146,31 +148,11 @@ func TestAdaptiveShapes(t *testing.T) {
 			})
 		})
 	}
-	wg.Wait()
-}
-
-// TestAdaptiveShapesBinary runs two shapes against the built shaperd.
-func TestAdaptiveShapesBinary(t *testing.T) {
-	if testing.Short() {
-		t.Skip("two shapes against the binary take ~20 s; run without -short")
-	}
-	var wg sync.WaitGroup
 	for _, i := range []int{2, 5} { // the sliding log; X-RateLimit-*
 		sh := shapes[i]
 		wg.Go(func() {
-			t.Run(sh.name, func(t *testing.T) {
-				srv := runNATS(t)
-				d := sh.build(t, sh.run)
-				conf := fmt.Sprintf("nats: { url: %q }\nadmin: { listen: \"%%ADMIN%%\" }\nshutdown_grace: 2s\ndownstreams:%s",
-					srv.ClientURL(), shapeLane(d.URL, true))
-				startShaperd(t, conf)
-				nc, err := nats.Connect(srv.ClientURL())
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				defer nc.Close()
-				r := runShape(t, sh, d, nc, time.Minute)
+			t.Run("binary/"+sh.name, func(t *testing.T) {
+				r := runShapeBinary(t, sh)
 				t.Logf("binary, %s: %v", sh.name, r)
 				if r.achieved < 0.75 || r.refused > 0.15 || r.lost > 0 {
 					t.Errorf("%s: %v; want >= 75 %% of capacity, <= 15 %% refused, none lost", sh.name, r)
@@ -179,6 +161,21 @@ func TestAdaptiveShapesBinary(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// runShapeBinary runs sh against the built shaperd.
+func runShapeBinary(t *testing.T, sh limitShape) shapeResult {
+	srv := runNATS(t)
+	d := sh.build(t, sh.run)
+	conf := fmt.Sprintf("nats: { url: %q }\nadmin: { listen: \"%%ADMIN%%\" }\nshutdown_grace: 2s\ndownstreams:%s",
+		srv.ClientURL(), shapeLane(d.URL, true))
+	startShaperd(t, conf)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	return runShape(t, sh, d, nc, time.Minute)
 }
 
 // TestAdaptiveShapeTable is BENCHMARKS.md's table: every shape for twice
