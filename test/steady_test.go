@@ -21,10 +21,11 @@ import (
 //	go test ./test -run '^TestSteadyLoadNoGrowth$' -shaper.steady 30m -timeout 45m -count=1 -v
 var steady = flag.Duration("shaper.steady", 0, "run the steady-load soak test for this long (0: skip it)")
 
-// steadyLanes are the soak's downstreams: one per queue backend, each
-// offered perLaneRate jobs/s and drained at a quarter more, so that the
-// queues stay shallow and every job is delivered soon after it is offered.
-var steadyLanes = []string{"mem", "js"}
+// steadyLanes are the soak's downstreams (name → queue backend): one per
+// backend, each offered perLaneRate jobs/s and drained at a quarter more, so
+// that the queues stay shallow and every job is delivered soon after it is
+// offered.
+var steadyLanes = []struct{ name, backend string }{{"mem", "memory"}, {"js", "jetstream"}}
 
 // The series whose growth the soak bounds.
 var steadySeries = []string{"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes",
@@ -64,16 +65,20 @@ func TestSteadyLoadNoGrowth(t *testing.T) {
 	srv := runNATS(t)
 	sinks := map[string]*countingSink{}
 	conf := fmt.Sprintf("nats: { url: %q }\nadmin: { listen: \"%%ADMIN%%\" }\nshutdown_grace: 2s\ndownstreams:", srv.ClientURL())
-	for _, name := range steadyLanes {
-		sinks[name] = newCountingSink(t)
-		backend := map[string]string{"mem": "memory", "js": "jetstream"}[name]
+	for _, l := range steadyLanes {
+		sinks[l.name] = newCountingSink(t)
+		// Concurrency 4 is twice what 1 250/s needs at 1.6 ms a delivery,
+		// and few enough that the load keeps every connection of the
+		// sink's pool in use: with 16, the pool grew with each stall and
+		// shrank 90 s later (the idle timeout), and fds and goroutines
+		// swung by 30 % in a 2-minute run.
 		conf += fmt.Sprintf(`
   %s:
     rate: %g/s
     concurrency: 4
     queue: { capacity: 100000, backend: %s }
     sink: { http: { url: %q, timeout: 5s } }
-`, name, perLaneRate*1.25, backend, sinks[name].URL)
+`, l.name, perLaneRate*1.25, l.backend, sinks[l.name].URL)
 	}
 	p := startShaperd(t, conf)
 	nc, err := nats.Connect(srv.ClientURL())
@@ -108,23 +113,23 @@ func TestSteadyLoadNoGrowth(t *testing.T) {
 	// Every job offered is delivered: wait for the stragglers in the
 	// queues, then look for any id the downstreams never saw.
 	deadline := time.Now().Add(time.Minute)
-	for _, name := range steadyLanes {
-		for sinks[name].distinct() < sent && time.Now().Before(deadline) {
+	for _, l := range steadyLanes {
+		for sinks[l.name].distinct() < sent && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	end := scrape(t, p.admin+"/metrics")
-	for _, name := range steadyLanes {
-		s := sinks[name]
+	for _, l := range steadyLanes {
+		s := sinks[l.name]
 		missing := s.missing(sent)
-		lbl := fmt.Sprintf("{downstream=%q}", name)
+		lbl := fmt.Sprintf("{downstream=%q}", l.name)
 		t.Logf("%s (%s queue): offered %d (%.1f/s), accepted %.0f, delivered %d distinct (%.1f/s), %d duplicate, missing %d; queue depth max %.0f, end %.0f",
-			name, map[string]string{"mem": "memory", "js": "jetstream"}[name], sent, float64(sent)/elapsed.Seconds(),
+			l.name, l.backend, sent, float64(sent)/elapsed.Seconds(),
 			end["shaper_jobs_accepted_total"+lbl], s.distinct(), float64(s.distinct())/elapsed.Seconds(),
 			s.hits()-s.distinct(), len(missing), seriesMax(samples, "shaper_queue_depth"+lbl), end["shaper_queue_depth"+lbl])
 		if len(missing) > 0 {
-			t.Errorf("%s: %d of %d jobs offered never delivered, e.g. %v; rejected: %v", name, len(missing), sent,
-				missing[:min(5, len(missing))], rejections(end, name))
+			t.Errorf("%s: %d of %d jobs offered never delivered, e.g. %v; rejected: %v", l.name, len(missing), sent,
+				missing[:min(5, len(missing))], rejections(end, l.name))
 		}
 	}
 	if want := 0.9 * perLaneRate * elapsed.Seconds(); float64(sent) < want {
@@ -166,10 +171,10 @@ func publishSteadily(nc *nats.Conn, perLane float64, begin time.Time, stop chan 
 			due := int64(now.Sub(begin).Seconds() * perLane)
 			for ; sent < due; sent++ {
 				buf = strconv.AppendInt(buf[:0], sent, 10)
-				for _, name := range steadyLanes {
+				for _, l := range steadyLanes {
 					// A failed publish is a job the downstream never sees:
 					// the delivery check reports it.
-					_ = nc.Publish("shaper.jobs."+name, buf)
+					_ = nc.Publish("shaper.jobs."+l.name, buf)
 				}
 			}
 		}
