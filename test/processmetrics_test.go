@@ -11,8 +11,9 @@ import (
 	"time"
 )
 
-// scrape returns the unlabelled series of the text exposition at url
-// (name → value), e.g. go_goroutines.
+// scrape returns the series of the text exposition at url (name with its
+// labels as exposed → value), e.g. go_goroutines or
+// shaper_queue_depth{downstream="printer"}.
 func scrape(t *testing.T, url string) map[string]float64 {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -26,10 +27,12 @@ func scrape(t *testing.T, url string) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, line := range strings.Split(string(body), "\n") {
-		name, val, ok := strings.Cut(line, " ")
-		if !ok || strings.HasPrefix(line, "#") || strings.Contains(name, "{") {
+		// The value follows the last space: a label value may hold spaces.
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 || strings.HasPrefix(line, "#") {
 			continue
 		}
+		name, val := line[:i], line[i+1:]
 		f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
 		if err != nil {
 			t.Fatalf("%s: %q: %v", url, line, err)
