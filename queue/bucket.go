@@ -54,7 +54,7 @@ func (b *Bucket) Offer(job *Job, at time.Time) Stored {
 		return placed(Placed{}, err)
 	}
 	ready := readyAt(job, at)
-	b.promote(ready) // due delayed jobs go first: FIFO order is ready order
+	b.promote(at) // jobs due by now go first: FIFO order is ready order
 	n, ahead := b.aheadOf(job, ready)
 	if ready.After(at) {
 		b.delayed.push(job, ready)

@@ -134,7 +134,7 @@ func (q *Fair) Offer(job *Job, at time.Time) Stored {
 		return placed(Placed{}, err)
 	}
 	ready := readyAt(job, at)
-	q.promote(ready)
+	q.promote(at) // jobs due by now go first: FIFO order is ready order
 	n, ahead := q.aheadOf(job, ready)
 	if ready.After(at) {
 		q.delayed.push(job, ready)
