@@ -53,6 +53,21 @@ func (b *Bucket) Offer(job *Job, at time.Time) Stored {
 	if err := refuse(b.Fits(c), &b.bytes, job); err != nil {
 		return placed(Placed{}, err)
 	}
+	if len(b.levels) > 1 || b.delayed.len() > 0 || job.NotBefore.After(at) {
+		return b.offerLevels(job, at, c)
+	}
+	lv := &b.levels[0] // one level, nothing delayed: the single FIFO's work
+	n, ahead := lv.fifo.len()+len(lv.retries), lv.cost
+	lv.fifo.pushBack(entry{job, at})
+	lv.cost += c
+	b.cost += c
+	b.bytes.add(job)
+	return placed(Placed{Position: n + 1, Ahead: ahead}, nil)
+}
+
+// offerLevels is Offer for a job of cost c, which fits, with priority
+// levels or delayed jobs.
+func (b *Bucket) offerLevels(job *Job, at time.Time, c int) Stored {
 	ready := readyAt(job, at)
 	b.promote(at) // jobs due by now go first: FIFO order is ready order
 	n, ahead := b.aheadOf(job, ready)
@@ -76,6 +91,9 @@ func (b *Bucket) aheadOf(job *Job, ready time.Time) (n, cost int) {
 		lv := &b.levels[i]
 		n += lv.fifo.len() + len(lv.retries)
 		cost += lv.cost
+	}
+	if b.delayed.len() == 0 {
+		return n, cost
 	}
 	b.delayed.dueBy(ready, func(j *Job) {
 		if Level(j, len(b.levels)) <= p {
@@ -155,7 +173,9 @@ func (b *Bucket) NextReady() (time.Time, bool) {
 }
 
 func (b *Bucket) Take(now time.Time) (*Job, time.Time, bool) {
-	b.promote(now)
+	if b.delayed.len() > 0 {
+		b.promote(now)
+	}
 	for i := range b.levels {
 		lv := &b.levels[i]
 		e, ok := lv.retries.popReady(now)

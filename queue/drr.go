@@ -28,11 +28,11 @@ func newDRR() drr { return drr{keys: map[string]*keyQueue{}} }
 // len is the number of jobs in the level, retries included.
 func (d *drr) len() int { return d.fresh + len(d.retries) }
 
-// push appends e to its key's sub-queue; weight is the key's.
-func (d *drr) push(e entry, weight int) {
+// push appends e to its key's sub-queue; weight gives a new key's weight.
+func (d *drr) push(e entry, weight func(string) int) {
 	k := d.keys[e.job.Key]
 	if k == nil {
-		k = &keyQueue{key: e.job.Key, weight: weight}
+		k = &keyQueue{key: e.job.Key, weight: weight(e.job.Key)}
 		d.keys[e.job.Key] = k
 		if len(d.ring) == 0 {
 			d.cur, k.deficit = 0, k.weight

@@ -22,10 +22,14 @@ import "time"
 //
 // Not safe for concurrent use: the owning lane's lock guards it.
 type Fair struct {
-	levels   []drr // by priority, most urgent first
-	delayed  delayedSet
-	held     map[string]int // key → cost queued in the levels and delayed (retries not included)
-	cost     int            // sum of every held job's cost, retries and delayed jobs included
+	levels  []drr // by priority, most urgent first
+	delayed delayedSet
+	// held is key → cost queued in every level and delayed (retries not
+	// included), kept only once the queue has had several levels or a
+	// delayed job (nil before: level 0's sub-queues say it, and a job
+	// costs no extra map update).
+	held     map[string]int
+	cost     int // sum of every held job's cost, retries and delayed jobs included
 	capacity int
 	keyCap   int
 	weights  map[string]int // key → weight; absent = 1
@@ -40,7 +44,7 @@ var (
 
 // NewFair returns an empty fair queue configured by s.
 func NewFair(s Settings) *Fair {
-	q := &Fair{held: map[string]int{}}
+	q := &Fair{}
 	q.Configure(s)
 	return q
 }
@@ -61,6 +65,9 @@ func (q *Fair) Configure(s Settings) {
 	q.weights = s.Weights
 	q.bytes.max = max(s.MaxBytes, 0)
 	if n := s.levelCount(); n != len(q.levels) {
+		if n > 1 {
+			q.track()
+		}
 		q.relevel(n)
 	}
 	for i := range q.levels {
@@ -85,7 +92,7 @@ func (q *Fair) relevel(n int) {
 		}
 		for _, k := range old[i].ring {
 			for _, e := range k.jobs {
-				q.levels[Level(e.job, n)].push(e, q.weightOf(e.job.Key))
+				q.levels[Level(e.job, n)].push(e, q.weightOf)
 			}
 		}
 	}
@@ -104,8 +111,40 @@ func (q *Fair) Fits(need int) bool   { return q.cost+need <= q.capacity }
 func (q *Fair) FitsBytes(n int) bool { return q.bytes.fits(n) }
 func (q *Fair) Bytes() int64         { return q.bytes.held }
 func (q *Fair) Cost() int            { return q.cost }
-func (q *Fair) Keys() int            { return len(q.held) }
-func (q *Fair) Cap() int             { return q.capacity }
+
+// Keys is the number of keys with jobs queued or delayed.
+func (q *Fair) Keys() int {
+	if q.held == nil {
+		return len(q.levels[0].ring)
+	}
+	return len(q.held)
+}
+
+// keyCost is the cost key holds queued and delayed (retries not included).
+func (q *Fair) keyCost(key string) int {
+	if q.held == nil {
+		return q.levels[0].keyCost(key)
+	}
+	return q.held[key]
+}
+
+// track starts keeping held, from the jobs queued now: called before the
+// queue first has several levels or a delayed job.
+func (q *Fair) track() {
+	if q.held != nil {
+		return
+	}
+	q.held = map[string]int{}
+	for i := range q.levels {
+		for _, k := range q.levels[i].ring {
+			q.held[k.key] += k.cost
+		}
+	}
+	for _, e := range q.delayed.heap {
+		q.held[e.job.Key] += JobCost(e.job)
+	}
+}
+func (q *Fair) Cap() int { return q.capacity }
 
 func (q *Fair) Len() int {
 	n := q.delayed.len()
@@ -117,6 +156,9 @@ func (q *Fair) Len() int {
 
 // hold counts c more (or, negative, less) of key's queued cost.
 func (q *Fair) hold(key string, c int) {
+	if q.held == nil {
+		return
+	}
 	if n := q.held[key] + c; n > 0 {
 		q.held[key] = n
 	} else {
@@ -134,12 +176,21 @@ func (q *Fair) Offer(job *Job, at time.Time) Stored {
 		return placed(Placed{}, err)
 	}
 	ready := readyAt(job, at)
-	q.promote(at) // jobs due by now go first: FIFO order is ready order
-	n, ahead := q.aheadOf(job, ready)
+	if q.delayed.len() > 0 {
+		q.promote(at) // jobs due by now go first: FIFO order is ready order
+	}
+	n, ahead := q.levels[0].len(), 0
+	if q.held == nil && !ready.After(at) { // one level, nothing delayed: one round's work
+		own := q.levels[0].keyCost(job.Key)
+		ahead = q.levels[0].aheadAt(job.Key, q.weightOf(job.Key), own, own+c)
+	} else {
+		n, ahead = q.aheadOf(job, ready)
+	}
 	if ready.After(at) {
+		q.track()
 		q.delayed.push(job, ready)
 	} else {
-		q.levels[Level(job, len(q.levels))].push(entry{job, at}, q.weightOf(job.Key))
+		q.levels[Level(job, len(q.levels))].push(entry{job, at}, q.weightOf)
 	}
 	q.hold(job.Key, c)
 	q.cost += c
@@ -151,7 +202,7 @@ func (q *Fair) Offer(job *Job, at time.Time) Stored {
 // their levels, in the order of their instants.
 func (q *Fair) promote(now time.Time) {
 	for e, ok := q.delayed.popDue(now); ok; e, ok = q.delayed.popDue(now) {
-		q.levels[Level(e.job, len(q.levels))].push(e, q.weightOf(e.job.Key))
+		q.levels[Level(e.job, len(q.levels))].push(e, q.weightOf)
 	}
 }
 
@@ -166,7 +217,9 @@ func (q *Fair) NextReady() (time.Time, bool) {
 }
 
 func (q *Fair) Take(now time.Time) (*Job, time.Time, bool) {
-	q.promote(now)
+	if q.delayed.len() > 0 {
+		q.promote(now)
+	}
 	for i := range q.levels {
 		e, retry, ok := q.levels[i].take(now)
 		if !ok {
@@ -214,10 +267,13 @@ func (q *Fair) Release() []*Job {
 		out = q.levels[i].jobs(out)
 	}
 	out = q.delayed.drain(out)
-	n := len(q.levels)
-	*q = Fair{held: map[string]int{}, capacity: q.capacity, keyCap: q.keyCap, weights: q.weights,
+	n, tracked := len(q.levels), q.held != nil
+	*q = Fair{capacity: q.capacity, keyCap: q.keyCap, weights: q.weights,
 		bytes: byteBound{max: q.bytes.max}}
 	q.relevel(n)
+	if tracked {
+		q.track()
+	}
 	return out
 }
 
@@ -244,6 +300,9 @@ func (q *Fair) aheadOf(job *Job, ready time.Time) (n, cost int) {
 	own := lv.keyCost(job.Key)
 	n += lv.len()
 	cost += lv.aheadAt(job.Key, q.weightOf(job.Key), own, own+JobCost(job))
+	if q.delayed.len() == 0 {
+		return n, cost
+	}
 	q.delayed.dueBy(ready, func(j *Job) {
 		if Level(j, len(q.levels)) <= p {
 			n++
@@ -259,7 +318,7 @@ func (q *Fair) aheadOf(job *Job, ready time.Time) (n, cost int) {
 // make room for it: the more urgent levels', and in job's level the other
 // keys served in turn.
 func (q *Fair) Share(job *Job) Share {
-	s := Share{Held: q.held[job.Key], Limit: q.keyCap}
+	s := Share{Held: q.keyCost(job.Key), Limit: q.keyCap}
 	if c := JobCost(job); s.Over(c) {
 		need := s.Held + c - q.keyCap // units of the key's cost that must start first
 		p := Level(job, len(q.levels))
