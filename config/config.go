@@ -152,6 +152,14 @@ type Queue struct {
 	// MaxBytes bounds the payload bytes the queue holds (on jetstream, the
 	// stream's bytes); 0 = no byte bound.
 	MaxBytes ByteSize `mapstructure:"max_bytes"`
+	// Priorities is the number of priority levels (Shaper-Priority
+	// 0..Priorities−1, 0 the most urgent); 1 = off. Memory backend only,
+	// for now.
+	Priorities int `mapstructure:"priorities"`
+	// MaxDelay is how far ahead a delayed job (Shaper-Delay,
+	// Shaper-Not-Before) may be. The jetstream backend refuses delayed
+	// jobs, for now.
+	MaxDelay time.Duration `mapstructure:"max_delay"`
 }
 
 // Admission configures per-key admission control: one limit (Mode, Rate,

@@ -40,7 +40,7 @@ func Defaults() Config {
 
 // DefaultDownstream returns the defaults every downstream starts from:
 // concurrency 1, queue.backend jetstream, no max_wait (0 = jobs wait as long
-// as the queue holds them), retry {5, 1s, 1m}, the breaker on {5, 5s, 5m}
+// as the queue holds them), one priority level, queue.max_delay 24h, retry {5, 1s, 1m}, the breaker on {5, 5s, 5m}
 // (failures 0 turns it off), dead letters kept for 168h, at most 10000.
 // Rate, queue.capacity and the sink have no default; admission is off
 // unless configured; dead_letter defaults to shaper.dead.<name>
@@ -48,7 +48,8 @@ func Defaults() Config {
 func DefaultDownstream() Downstream {
 	return Downstream{
 		Concurrency: shaper.DefaultConcurrency,
-		Queue:       Queue{Backend: BackendJetStream, MaxCost: 1, Fairness: FairnessNone},
+		Queue: Queue{Backend: BackendJetStream, MaxCost: 1, Fairness: FairnessNone, Priorities: 1,
+			MaxDelay: shaper.DefaultMaxDelay},
 		Retry: Retry{MaxAttempts: shaper.DefaultMaxAttempts, InitialBackoff: shaper.DefaultInitialBackoff,
 			MaxBackoff: shaper.DefaultMaxBackoff},
 		DeadLetters: DeadLetters{MaxAge: shaper.DefaultDeadLetterMaxAge, MaxCount: shaper.DefaultDeadLetterMaxCount},

@@ -22,7 +22,7 @@ func TestLoadFailures(t *testing.T) {
 		want string
 	}{
 		{"unknown_key", `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
-downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes`},
+downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay`},
 		{"store_bounds", `downstreams.printer.queue.max_bytes: must be 0 (no byte bound) or 64KiB (ingress.max_payload)..1024GiB, got 1KiB (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_BYTES)
 downstreams.scanner.queue.max_bytes: must be 0 (no byte bound) or 64KiB (ingress.max_payload)..1024GiB, got 2048GiB (env SHAPER_DOWNSTREAMS_SCANNER_QUEUE_MAX_BYTES)
 nats.embedded.max_store: must be 0 (the server's own limit) or 1MiB..1048576GiB, got 512KiB (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
@@ -31,6 +31,9 @@ nats.embedded.max_store: must be 0 (the server's own limit) or 1MiB..1048576GiB,
 		{"unknown_top_key", `shutdown_grase: unknown key; valid keys here: nats, admin, ingress, shutdown_grace, downstreams`},
 		{"bad_rate", `downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
 		{"bare_rate", `downstreams.printer.rate: "2" is not a rate: it needs a unit; write e.g. 2/s or 2/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
+		{"priorities_bad", `downstreams.printer.queue.priorities: must be 1..10, got 11 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_PRIORITIES)`},
+		{"priorities_jetstream", `downstreams.printer.queue.priorities: 3 levels need queue.backend memory: priorities are not durable on jetstream yet; use backend: memory, or priorities: 1 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_PRIORITIES)`},
+		{"max_delay_bad", `downstreams.printer.queue.max_delay: must be 1ms..168h, got 200h (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_DELAY)`},
 		{"zero_capacity", `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
 		{"missing_sink", `downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
 		{"two_sinks", `downstreams.printer.sink: has both http and nats; keep exactly one`},
@@ -59,7 +62,7 @@ nats.jetstream.subject_prefix: "shaper.queue" overlaps ingress.subject_prefix "s
 downstreams.printer.retry.max_attempts: must be 1..100, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_RETRY_MAX_ATTEMPTS)`},
 		{"fractional_concurrency", `downstreams.printer.concurrency: "2.5" is not a whole number (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)`},
 		{"bare_duration", `shutdown_grace: "10" is not a duration: it needs a unit; write e.g. 10s or 10ms (env SHAPER_SHUTDOWN_GRACE)`},
-		{"section_not_mapping", `downstreams.printer.queue: expected a mapping with keys capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, got "10"
+		{"section_not_mapping", `downstreams.printer.queue: expected a mapping with keys capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay, got "10"
 downstreams.printer.rate: required; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
 downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
 		{"secrets", `nats.password: expected a single value, got a list (env SHAPER_NATS_PASSWORD)
@@ -84,7 +87,7 @@ nats.jetstream.subject_prefix: "shaper.jobs.stored" overlaps ingress.subject_pre
 		{"multi", `admin.listen: "nowhere" is not a listen address; write host:port, e.g. 127.0.0.1:9090 (env SHAPER_ADMIN_LISTEN)
 downstreams.printer.concurrency: must be 1..10000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)
 downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
-downstreams.printer.queue.max_wiat: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes
+downstreams.printer.queue.max_wiat: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay
 downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
 downstreams.printer.sink.http.timeout: "soon" is not a duration; write e.g. 10s, 1m30s or 2h (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_TIMEOUT)
 downstreams.scanner.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_SCANNER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_SCANNER_SINK_NATS_SUBJECT)
@@ -182,7 +185,7 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 	want.Downstreams = map[string]Downstream{"printer": {
 		Rate:        2,
 		Concurrency: 1,
-		Queue:       Queue{Capacity: 10, Backend: "jetstream", MaxCost: 1, Fairness: "none"}, // kept as configured; the daemon refuses it
+		Queue:       Queue{Capacity: 10, Backend: "jetstream", MaxCost: 1, Fairness: "none", Priorities: 1, MaxDelay: 24 * time.Hour}, // kept as configured; the daemon refuses it
 		Sink:        Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second}},
 		Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},
 		DeadLetter:  "shaper.dead.printer", // the default: shaper.dead.<name>
@@ -206,7 +209,7 @@ func TestLoadFull(t *testing.T) {
 		"printer": {
 			Rate:        2,
 			Concurrency: 1,
-			Queue:       Queue{Capacity: 10, Backend: "memory", MaxWait: 5 * time.Minute, MaxCost: 1, Fairness: "none"},
+			Queue:       Queue{Capacity: 10, Backend: "memory", MaxWait: 5 * time.Minute, MaxCost: 1, Fairness: "none", Priorities: 1, MaxDelay: 24 * time.Hour},
 			Admission:   &Admission{Mode: "token_bucket", Rate: 1, Burst: 5},
 			Sink: Sink{HTTP: &HTTPSink{URL: "http://127.0.0.1:8080/print", Method: "POST", Timeout: 10 * time.Second,
 				Headers: map[string]string{"x-api-key": "secret-key"}}},
@@ -219,7 +222,7 @@ func TestLoadFull(t *testing.T) {
 		"legacy-erp": {
 			Rate:        2,
 			Concurrency: 1,
-			Queue:       Queue{Capacity: 100, Backend: "memory", MaxCost: 1, Fairness: "none"},
+			Queue:       Queue{Capacity: 100, Backend: "memory", MaxCost: 1, Fairness: "none", Priorities: 1, MaxDelay: 24 * time.Hour},
 			Admission:   &Admission{Mode: "sliding_counter", Limit: 100, Window: time.Minute},
 			Sink:        Sink{NATS: &NATSSink{Subject: "erp.orders", Request: true, Timeout: 5 * time.Second}},
 			Retry:       Retry{MaxAttempts: 5, InitialBackoff: time.Second, MaxBackoff: time.Minute},

@@ -13,6 +13,10 @@ func (d Downstream) validatePolicies(v validator, p string) {
 	if k := p + "queue.max_cost"; v.ok(k) && v.ok(p+"queue.capacity") && (q.MaxCost < 1 || q.MaxCost > max(q.Capacity, 1)) {
 		v.add(k, "must be 1..queue.capacity (%d), got %d", q.Capacity, q.MaxCost)
 	}
+	if k := p + "queue.priorities"; v.ok(k) && v.ok(p+"queue.backend") && q.Priorities > 1 && q.Priorities <= shaper.MaxPriorities && q.Backend == BackendJetStream {
+		v.add(k, "%d levels need queue.backend memory: priorities are not durable on jetstream yet; "+
+			"use backend: memory, or priorities: 1", q.Priorities)
+	}
 	k := p + "queue.fairness"
 	switch {
 	case !v.ok(k):
@@ -53,6 +57,8 @@ func (d Downstream) policies() shaper.Policies {
 		Fairness:          d.Queue.Fairness == FairnessKey,
 		KeyCapacity:       d.Queue.KeyCapacity,
 		Weights:           w,
+		Priorities:        d.Queue.Priorities,
+		MaxDelay:          d.Queue.MaxDelay,
 		Limits:            d.Admission.limiterConfigs(),
 	}
 }

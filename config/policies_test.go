@@ -3,6 +3,7 @@ package config
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaper/shaper"
 )
@@ -31,7 +32,8 @@ func TestPoliciesSettings(t *testing.T) {
 	}
 	got := cfg.ShaperSettings().Lanes[0].Policies
 	want := shaper.Policies{MaxCost: 8, RejectWouldExpire: true, Shadow: true, AdmissionShadow: true,
-		Adaptive: true, Fairness: true, KeyCapacity: 20, Weights: map[string]int{"Gold": 3, "silver": 2}}
+		Adaptive: true, Fairness: true, KeyCapacity: 20, Weights: map[string]int{"Gold": 3, "silver": 2},
+		Priorities: 1, MaxDelay: 24 * time.Hour}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Policies = %+v, want %+v", got, want)
 	}

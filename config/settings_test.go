@@ -34,7 +34,7 @@ func TestShaperSettings(t *testing.T) {
 				DeadLetter:  "shaper.dead.legacy-erp",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 168 * time.Hour, MaxCount: 10000},
 				Breaker:     on,
-				Policies:    shaper.Policies{MaxCost: 1},
+				Policies:    shaper.Policies{MaxCost: 1, Priorities: 1, MaxDelay: 24 * time.Hour},
 			},
 			{
 				Name: "printer", Rate: 2, Concurrency: 1, Capacity: 10, MaxWait: 5 * time.Minute,
@@ -45,7 +45,7 @@ func TestShaperSettings(t *testing.T) {
 				DeadLetter:  "shaper.dead.printer",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 24 * time.Hour, MaxCount: 500},
 				Breaker:     on,
-				Policies:    shaper.Policies{MaxCost: 1},
+				Policies:    shaper.Policies{MaxCost: 1, Priorities: 1, MaxDelay: 24 * time.Hour},
 			},
 		},
 	}

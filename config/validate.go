@@ -183,6 +183,8 @@ func (d Downstream) validate(v validator, p, prefix string) {
 		v.add(k, "%q is not a queue backend; use jetstream or memory", d.Queue.Backend)
 	}
 	v.duration(p+"queue.max_wait", d.Queue.MaxWait, 0, MaxMaxWait)
+	v.intRange(p+"queue.priorities", d.Queue.Priorities, 1, shaper.MaxPriorities)
+	v.duration(p+"queue.max_delay", d.Queue.MaxDelay, time.Millisecond, shaper.MaxMaxDelay)
 	d.validatePolicies(v, p)
 	d.validateBreaker(v, p)
 	if d.Admission != nil {

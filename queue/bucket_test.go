@@ -194,7 +194,7 @@ func TestBucketPlaced(t *testing.T) {
 			b.RetryLater(mustTake(t, b, t0), sec(5), false)
 			continue
 		}
-		ahead := b.Ahead(s.job)
+		ahead := b.Ahead(s.job, t0)
 		p, err := offer(t, b, s.job, t0)
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)

@@ -40,13 +40,16 @@
 // # Where priorities and delays go
 //
 // Both change the order jobs start in, not who settles or bounds them, so
-// they belong to the parts every kind plays. A delayed job is offered with
-// the instant it becomes ready (Offer's at); a job's priority level
-// travels on the Job. Take starts the ready job of the highest level
-// (retries first within a level), NextReady answers the earliest instant
-// any job is ready, and Ahead (with Placed) counts only the cost that
-// starts before the job asked about, which is what position, ETA, expiry
-// and Retry-After are computed from. Memory.DropFront drops from the jobs
-// that start first. No new role and no switch is needed: each kind
-// implements the same methods with its own order.
+// they belong to the parts every kind plays. Both travel on the Job
+// (Priority, NotBefore: a job whose NotBefore is after the instant it is
+// offered at is delayed). Take starts the ready job of the most urgent
+// level (retries first within a level), NextReady answers the earliest
+// instant any job is ready (a delayed job's included, so the lane wakes
+// for it and paces it like any other), and Ahead (with Placed) counts
+// only the cost that starts before the job asked about, which is what
+// position, ETA and expiry are computed from. Memory.DropFront drops from
+// the jobs that start first. No new role and no switch is needed: each
+// kind implements the same methods with its own order. Bucket and Fair
+// do so; the durable kind keeps one level and no delayed jobs yet (the
+// config and the lane refuse them before they reach it).
 package queue

@@ -40,8 +40,8 @@ func TestFairDRROrder(t *testing.T) {
 	if want := "aaabcaaabcbcbcbcbcC"; got.String() != want {
 		t.Errorf("order %s, want %s", got.String(), want)
 	}
-	if q.Cost() != 0 || len(q.keys) != 0 || len(q.ring) != 0 {
-		t.Errorf("after draining: cost %d, keys %d, ring %d", q.Cost(), len(q.keys), len(q.ring))
+	if q.Cost() != 0 || len(q.levels[0].keys) != 0 || len(q.levels[0].ring) != 0 {
+		t.Errorf("after draining: cost %d, keys %d, ring %d", q.Cost(), len(q.levels[0].keys), len(q.levels[0].ring))
 	}
 }
 

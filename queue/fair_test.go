@@ -106,12 +106,12 @@ func TestFairKeysDeletedWhenEmpty(t *testing.T) {
 	for _, s := range steps {
 		s.op()
 		var got []string
-		for k := range q.keys {
+		for k := range q.levels[0].keys {
 			got = append(got, k)
 		}
 		slices.Sort(got)
-		if !slices.Equal(got, s.wantKeys) || q.Keys() != len(s.wantKeys) || len(q.ring) != len(s.wantKeys) {
-			t.Fatalf("%s: keys %v, Keys() %d, ring %d; want %v", s.name, got, q.Keys(), len(q.ring), s.wantKeys)
+		if !slices.Equal(got, s.wantKeys) || q.Keys() != len(s.wantKeys) || len(q.levels[0].ring) != len(s.wantKeys) {
+			t.Fatalf("%s: keys %v, Keys() %d, ring %d; want %v", s.name, got, q.Keys(), len(q.levels[0].ring), s.wantKeys)
 		}
 	}
 }
@@ -136,8 +136,8 @@ func TestFairBound(t *testing.T) {
 		if s.wantFull != errors.Is(err, ErrFull) || (!s.wantFull && err != nil) {
 			t.Fatalf("%s: Offer error %v, want full %v", s.name, err, s.wantFull)
 		}
-		if q.Keys() != s.wantKeys || len(q.keys) != s.wantKeys || q.Cost() != s.wantCost {
-			t.Fatalf("%s: Keys %d (map %d), Cost %d; want %d, %d", s.name, q.Keys(), len(q.keys), q.Cost(), s.wantKeys, s.wantCost)
+		if q.Keys() != s.wantKeys || len(q.levels[0].keys) != s.wantKeys || q.Cost() != s.wantCost {
+			t.Fatalf("%s: Keys %d (map %d), Cost %d; want %d, %d", s.name, q.Keys(), len(q.levels[0].keys), q.Cost(), s.wantKeys, s.wantCost)
 		}
 	}
 }
@@ -230,7 +230,7 @@ func TestFairAhead(t *testing.T) {
 			for _, r := range tc.retries {
 				q.RetryLater(r, sec(1), false)
 			}
-			if got := q.Ahead(tc.job); got != tc.want {
+			if got := q.Ahead(tc.job, t0); got != tc.want {
 				t.Fatalf("Ahead = %d, want %d", got, tc.want)
 			}
 			p, err := offer(t, q, tc.job, t0)
@@ -358,8 +358,8 @@ func TestFairDropFrontAcrossKeys(t *testing.T) {
 			if !slices.Equal(asked, tc.wantAsked) {
 				t.Fatalf("drop asked about %v, want %v", asked, tc.wantAsked)
 			}
-			if q.Keys() != tc.wantKeys || len(q.keys) != tc.wantKeys {
-				t.Fatalf("Keys %d (map %d), want %d", q.Keys(), len(q.keys), tc.wantKeys)
+			if q.Keys() != tc.wantKeys || len(q.levels[0].keys) != tc.wantKeys {
+				t.Fatalf("Keys %d (map %d), want %d", q.Keys(), len(q.levels[0].keys), tc.wantKeys)
 			}
 			checkCounts(t, q, "after DropFront", len(tc.wantLeft), tc.wantCost)
 			if got := takeAll(q, sec(1)); !slices.Equal(got, tc.wantLeft) {
@@ -379,8 +379,8 @@ func TestFairReleaseKeepsSettings(t *testing.T) {
 	if got := ids(q.Release(), true); !slices.Equal(got, []string{"a1", "a2", "b1"}) {
 		t.Fatalf("Release = %v", got)
 	}
-	if len(q.keys) != 0 || len(q.ring) != 0 || q.Keys() != 0 {
-		t.Fatalf("after Release: keys %d, ring %d", len(q.keys), len(q.ring))
+	if len(q.levels[0].keys) != 0 || len(q.levels[0].ring) != 0 || q.Keys() != 0 {
+		t.Fatalf("after Release: keys %d, ring %d", len(q.levels[0].keys), len(q.levels[0].ring))
 	}
 	if q.Cap() != 10 || q.Share(keyJob("a", "x", 1)).Limit != 5 {
 		t.Fatalf("after Release: Cap %d, Limit %d; want 10, 5", q.Cap(), q.Share(keyJob("a", "x", 1)).Limit)

@@ -20,6 +20,15 @@ type Job struct {
 	// DedupeID is the producer's Nats-Msg-Id; a durable queue stores the job
 	// under it so the store itself refuses a repeat ("" = none).
 	DedupeID string
+	// Priority is the producer's Shaper-Priority plus one: 1 is level 0,
+	// the most urgent. The zero value (no priority given) is the least
+	// urgent level of the queue the job is in (Settings.Priorities − 1),
+	// so a job built without one never jumps ahead. See Level.
+	Priority int
+	// NotBefore is the earliest start of a delayed job (Shaper-Delay,
+	// Shaper-Not-Before); zero, or not after the instant it is offered,
+	// = not delayed.
+	NotBefore time.Time
 
 	// Set by the shaper.
 	Enqueued time.Time
@@ -37,3 +46,22 @@ type Job struct {
 // JobCost is j's cost in units of capacity, admission and drain time:
 // Job.Cost, at least 1.
 func JobCost(j *Job) int { return max(j.Cost, 1) }
+
+// Level is j's priority level in a queue of levels levels (at least 1):
+// Priority − 1, or the least urgent level when j has no priority or one
+// past the levels (a queue configured with fewer levels since).
+func Level(j *Job, levels int) int {
+	if j.Priority < 1 || j.Priority > levels {
+		return levels - 1
+	}
+	return j.Priority - 1
+}
+
+// readyAt is when a job offered at at becomes ready: at, or its NotBefore
+// when later (a delayed job).
+func readyAt(j *Job, at time.Time) time.Time {
+	if j.NotBefore.After(at) {
+		return j.NotBefore
+	}
+	return at
+}

@@ -46,15 +46,21 @@ type Queue interface {
 // Intake is what the intake side uses of every kind: it offers jobs and
 // tells the producer where they went.
 type Intake interface {
-	// Offer adds job, ready to start from at, and returns how the caller
-	// learns where it went. A memory kind places the job at once (or
-	// refuses it with ErrFull); a durable kind stores it when the caller
-	// runs the returned Stored.
+	// Offer adds job, offered at at and ready to start from then (a
+	// delayed job: from its NotBefore), and returns how the caller learns
+	// where it went. A memory kind places the job at once (or refuses it
+	// with ErrFull); a durable kind stores it when the caller runs the
+	// returned Stored.
 	Offer(job *Job, at time.Time) Stored
-	// Ahead is the cost that would start before job if it were offered now:
-	// every queued job for a FIFO, an estimate under fairness (a durable
-	// kind: its store's depth).
-	Ahead(job *Job) int
+	// Ahead is the cost that would start before job if it were offered at
+	// at: the jobs of more urgent levels and those ahead of it in its own
+	// (every one for a FIFO, an estimate under fairness), retries
+	// included, and the delayed jobs of those levels that are due by the
+	// job's own ready instant. A more urgent job that becomes due later,
+	// while this one still waits, goes ahead of it too and is not counted,
+	// as a more urgent job offered later is not. A durable kind answers
+	// its store's depth.
+	Ahead(job *Job, at time.Time) int
 	// Len is the number of jobs queued, retries included (a durable kind:
 	// its store's, refreshed in the background).
 	Len() int
@@ -69,11 +75,16 @@ type Intake interface {
 // asks when the next job is ready, takes it, and puts back one whose try
 // failed.
 type Drain interface {
-	// NextReady returns when the next job becomes ready to start: the front
-	// job's ready time or the earliest retry's, whichever is sooner.
+	// NextReady returns when the next job becomes ready to start: the
+	// earliest of the levels' front jobs' ready times, their retries' and
+	// the delayed jobs' instants (so a lane whose queue holds only delayed
+	// jobs wakes when the first is due).
 	NextReady() (time.Time, bool)
-	// Take removes the job to start at now: a retry whose time has come goes
-	// ahead of queued jobs. It returns the job's ready time.
+	// Take removes the job to start at now: the most urgent level with a
+	// ready job gives it, a retry whose time has come ahead of the level's
+	// queued jobs; delayed jobs due by now join the back of their level's
+	// FIFO first, in the order of their instants. It returns the job's
+	// ready time; ok is false when no job is ready at now.
 	Take(now time.Time) (*Job, time.Time, bool)
 	// RetryLater puts a taken job back, ahead of queued jobs once at has
 	// passed; pushback says the downstream asked to wait (the try does not
@@ -107,7 +118,8 @@ type Memory interface {
 	FitsBytes(n int) bool
 	// Bytes is the sum of the held jobs' payload sizes, retries included.
 	Bytes() int64
-	// DropFront removes front jobs while drop returns true.
+	// DropFront removes front jobs (of each level, and under fairness of
+	// each key) while drop returns true; delayed jobs are not at a front.
 	DropFront(drop func(*Job) bool) []*Job
 }
 
@@ -234,4 +246,11 @@ type Settings struct {
 	// retries included); 0 = no byte bound. A smaller bound drops nothing
 	// (Offer refuses until below it).
 	MaxBytes int64
+	// Priorities is the number of priority levels (Job.Priority, Level);
+	// below 1 = 1 (no priorities). One Capacity is shared by every level.
+	// A change moves held jobs to their new level, keeping their order.
+	Priorities int
 }
+
+// levelCount is s's number of priority levels, at least 1.
+func (s Settings) levelCount() int { return max(s.Priorities, 1) }

@@ -83,14 +83,15 @@ func (l *lane) leaking(now time.Time) int {
 
 // slotFreesIn is the Retry-After for a full queue: the time until the lane's
 // next start frees a slot (no earlier than its policies allow: after a
-// pushback pause or an open breaker). When that start is already due the slot goes to whoever comes first, so the answer is one
+// pushback pause or an open breaker; nor before the first held job is
+// ready: delayed jobs start no earlier than their instants). When that start is already due the slot goes to whoever comes first, so the answer is one
 // interval. While the lane is paused by the admin API no start is scheduled
 // and the answer is 0 (unknown). Requires l.mu.
 func (l *lane) slotFreesIn(now time.Time) time.Duration {
 	if l.pause.On {
 		return 0
 	}
-	if d := l.nextStartAt(now).Sub(now); d > 0 {
+	if d := l.nextFreeAt(now).Sub(now); d > 0 {
 		return d
 	}
 	return l.sched.interval
@@ -100,7 +101,8 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 // slots short: the time until level (queued cost plus what the last start
 // still holds) has dropped by need. The last start frees its slots one per
 // interval as its drain time elapses; after it, the level only drops again
-// from the next start (not before the lane's next slot or a pushback's end).
+// from the next start (not before the lane's next slot, a pushback's end,
+// or the first held job's ready instant: nextFreeAt).
 // 0 while the lane is paused by the admin API (no start is scheduled).
 // Requires l.mu.
 func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
@@ -113,7 +115,7 @@ func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
 	if need <= held {
 		return first + time.Duration(need-1)*iv
 	}
-	next := later(l.nextStartAt(now), now)
+	next := later(l.nextFreeAt(now), now)
 	if held > 0 {
 		next = later(next, now.Add(first+time.Duration(held-1)*iv))
 	}

@@ -50,6 +50,9 @@ type Receipt struct {
 	// Duplicate: a durable store already held a job with the same DedupeID;
 	// JobID is that job's (Accepted is true, nothing new was queued).
 	Duplicate bool
+	// NotBefore is an accepted delayed job's earliest start (ETA is at or
+	// after it); zero for a job that was not delayed.
+	NotBefore time.Time
 }
 
 // Sink delivers a job to a downstream. Deliver is called concurrently up to
@@ -155,6 +158,15 @@ type Policies struct {
 	// Weights are per-key DRR weights under Fairness (absent = 1), by exact
 	// key. Not modified by the shaper.
 	Weights map[string]int
+	// Priorities is the number of priority levels (queue.priorities,
+	// 1..MaxPriorities; 0 = 1, off): a job's Shaper-Priority P, 0 ≤ P <
+	// Priorities, 0 the most urgent; a job without one is in the least
+	// urgent level. The levels share Capacity. Memory queue only, for now.
+	Priorities int
+	// MaxDelay is how far ahead of its arrival a delayed job
+	// (Job.NotBefore) may be (queue.max_delay); 0 = DefaultMaxDelay. A
+	// durable queue refuses delayed jobs, for now.
+	MaxDelay time.Duration
 	// Limits makes the admission rule several limits at once (10/s and
 	// 10000/day): a job is admitted only if every one admits, and the
 	// charges of those that admitted are refunded when another rejects.

@@ -13,12 +13,14 @@ import (
 //
 // The prediction is the leaky bucket's own arithmetic: the lane's next slot
 // (no earlier than its policies allow: after a pushback pause or an open
-// breaker) plus the queued cost ahead of the job times the
-// interval, plus the scheduler's lateness budget (catchUp, 20 ms) as a
-// margin. It ignores jobs that will expire ahead of it and retries still
-// to come, so it errs on the side of admitting. While the lane is paused by
-// the admin API no start is scheduled and nothing is predicted: the job is
-// admitted (and may still expire).
+// breaker) plus the queued cost ahead of the job (queue.Intake.Ahead: the
+// more urgent levels' and its own level's jobs before it) times the
+// interval, no earlier than a delayed job's instant, plus the scheduler's
+// lateness budget (catchUp, 20 ms) as a margin. It ignores jobs that will
+// expire ahead of it and retries still to come, so it errs on the side of
+// admitting. While the lane is paused by the admin API no start is
+// scheduled and nothing is predicted: the job is admitted (and may still
+// expire).
 
 // predictStart is when a job with ahead slots of cost before it would start.
 // Requires l.mu.
@@ -35,11 +37,12 @@ func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt
 	if !l.cfg.RejectWouldExpire || wait <= 0 || l.pause.On {
 		return rc, true
 	}
-	start := l.predictStart(now, l.q.Ahead(job))
+	ready := later(now, job.NotBefore) // a delayed job's wait counts from its instant
+	start := later(l.predictStart(now, l.q.Ahead(job, now)), ready)
 	// The scheduler may start a job up to catchUp after its slot (a late
 	// wake-up), and expiry is strict; a job predicted to start within that
 	// margin of its deadline is refused too, or it could expire after all.
-	late := start.Add(catchUp).Sub(now.Add(wait))
+	late := start.Add(catchUp).Sub(ready.Add(wait))
 	if late <= 0 || l.shadowed(ReasonWouldExpire) {
 		return rc, true
 	}

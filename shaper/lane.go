@@ -100,7 +100,8 @@ func newMemoryQueue(cfg LaneSettings) queue.Roles {
 
 // queueSettings are cfg's settings for its queue.
 func queueSettings(cfg LaneSettings) queue.Settings {
-	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights, MaxBytes: cfg.MaxBytes}
+	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights, MaxBytes: cfg.MaxBytes,
+		Priorities: cfg.Priorities}
 }
 
 // kick reschedules the lane after its queue fetched jobs (a durable kind).
@@ -189,7 +190,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.m.Inflight.Set(float64(l.inflight))
 	l.m.Depth.Set(float64(l.q.Len()))
 	if job.Attempt == 1 {
-		l.m.Wait.Observe(now.Sub(job.Enqueued).Seconds())
+		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
 	}
 	sink, retry := l.sink, l.cfg.Retry
 	l.s.deliveries.Go(func() { l.deliver(sink, retry, job, now) })

@@ -21,6 +21,13 @@ const (
 	DefaultDeadLetterMaxCount = 10000
 	// MaxRate is the highest accepted LaneSettings.Rate (one start per µs).
 	MaxRate = 1e6
+	// MaxPriorities is the most priority levels a lane may have
+	// (Policies.Priorities).
+	MaxPriorities = 10
+	// DefaultMaxDelay and MaxMaxDelay are Policies.MaxDelay's default and
+	// upper bound.
+	DefaultMaxDelay = 24 * time.Hour
+	MaxMaxDelay     = 168 * time.Hour
 	// unknownLabel is the downstream label for jobs naming no configured lane.
 	unknownLabel = "_unknown"
 )
@@ -107,6 +114,7 @@ func normalizePolicies(ls *LaneSettings, bad func(string, ...any)) {
 	if b.MaxCost < 1 || (ls.Capacity >= 1 && b.MaxCost > ls.Capacity) {
 		bad("max cost: must be 1..capacity (%d), got %d", ls.Capacity, b.MaxCost)
 	}
+	normalizeSchedule(ls, bad)
 	if !b.Fairness {
 		return
 	}
@@ -126,3 +134,20 @@ func normalizePolicies(ls *LaneSettings, bad func(string, ...any)) {
 
 // MaxWeight bounds a fairness weight (Policies.Weights).
 const MaxWeight = 1000
+
+// normalizeSchedule validates and defaults the priority levels and the
+// delay bound of ls.
+func normalizeSchedule(ls *LaneSettings, bad func(string, ...any)) {
+	b := &ls.Policies
+	b.Priorities = cmp0(b.Priorities, 1)
+	if b.Priorities < 1 || b.Priorities > MaxPriorities {
+		bad("priorities: must be 1..%d, got %d", MaxPriorities, b.Priorities)
+	}
+	if ls.Durable && b.Priorities > 1 {
+		bad("priorities: needs the memory queue (priorities are not durable yet)")
+	}
+	b.MaxDelay = cmp0(b.MaxDelay, DefaultMaxDelay)
+	if b.MaxDelay < 0 || b.MaxDelay > MaxMaxDelay {
+		bad("max delay: must be 0 (= %s)..%s, got %s", DefaultMaxDelay, MaxMaxDelay, b.MaxDelay)
+	}
+}

@@ -255,6 +255,9 @@ func (l *lane) check(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) 
 	if rej, ok := l.checkCost(job, rc); !ok {
 		return rej, false
 	}
+	if rej, ok := l.checkSchedule(now, job, rc); !ok {
+		return rej, false
+	}
 	if rej, ok := l.checkCapacity(now, job, rc); !ok {
 		return rej, false
 	}
@@ -285,13 +288,16 @@ func (l *lane) admitted(job *queue.Job, rc Receipt, dec decision) (Receipt, bool
 	return rc, true
 }
 
-// enqueue stamps an admitted job and offers it to the queue.
-// Requires l.mu.
+// enqueue stamps an admitted job and offers it to the queue. A delayed
+// job's max wait counts from its instant. Requires l.mu.
 func (l *lane) enqueue(now time.Time, job *queue.Job) queue.Stored {
 	job.Enqueued, job.Attempt, job.Failures = now, 0, 0
+	if !job.NotBefore.After(now) {
+		job.NotBefore = time.Time{} // an instant already past: no delay
+	}
 	job.Deadline = time.Time{}
 	if wait := cmp0(job.MaxWait, l.cfg.MaxWait); wait > 0 {
-		job.Deadline = now.Add(wait)
+		job.Deadline = later(now, job.NotBefore).Add(wait)
 	}
 	stored := l.q.Offer(job, now)
 	l.reschedule(now)
@@ -322,7 +328,8 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 	l.m.Accepted.Inc()
 	l.m.Depth.Set(float64(l.q.Len()))
 	rc.Accepted, rc.Position = true, max(p.Position, 1)
-	rc.ETA = l.predictStart(now, p.Ahead).Sub(now)
+	rc.ETA = later(l.predictStart(now, p.Ahead), job.NotBefore).Sub(now)
+	rc.NotBefore = job.NotBefore
 	return rc
 }
 

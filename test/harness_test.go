@@ -144,6 +144,7 @@ type reply struct {
 	Duplicate  bool    `json:"duplicate"`
 	Position   int     `json:"position"`
 	ETASeconds float64 `json:"eta_seconds"`
+	NotBefore  string  `json:"not_before"`
 	Reason     string  `json:"reason"`
 	RetryAfter int     `json:"retry_after_seconds"`
 	Error      string  `json:"error"`

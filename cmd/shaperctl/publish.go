@@ -36,6 +36,9 @@ type publishOptions struct {
 	KeyHeader     string
 	Payload       string // {i} is replaced by the job index
 	MaxWait       time.Duration
+	Priority      int           // Shaper-Priority; -1 = not set
+	Delay         time.Duration // Shaper-Delay; 0 = not set
+	NotBefore     time.Time     // Shaper-Not-Before; zero = not set
 	MsgIDPrefix   string
 	NATSURL       string
 	SubjectPrefix string
@@ -64,6 +67,15 @@ func (o publishOptions) job(i int) ([]byte, []producer.Option) {
 	}
 	if o.MaxWait > 0 {
 		opts = append(opts, producer.MaxWait(o.MaxWait))
+	}
+	if o.Priority >= 0 {
+		opts = append(opts, producer.Priority(o.Priority))
+	}
+	if o.Delay > 0 {
+		opts = append(opts, producer.Delay(o.Delay))
+	}
+	if !o.NotBefore.IsZero() {
+		opts = append(opts, producer.NotBefore(o.NotBefore))
 	}
 	return payload, opts
 }
@@ -120,6 +132,7 @@ Example:
 `, stderr)
 	var o publishOptions
 	rate, payloadFile := definePublishFlags(fs, &o)
+	notBefore := fs.String("not-before", "", "set Shaper-Not-Before: start no earlier than this RFC 3339 `time`, e.g. 2030-01-02T15:04:05Z")
 	if code, ok := parseFlags(fs, args); !ok {
 		return o, code, false
 	}
@@ -135,6 +148,16 @@ Example:
 			return bad("-rate: %v", err)
 		}
 		o.Rate = r
+	}
+	if *notBefore != "" {
+		t, err := time.Parse(time.RFC3339Nano, *notBefore)
+		if err != nil {
+			return bad("-not-before %q is not an RFC 3339 time; write e.g. 2030-01-02T15:04:05Z", *notBefore)
+		}
+		if o.Delay != 0 {
+			return bad("-delay and -not-before exclude each other: one delay, or one instant")
+		}
+		o.NotBefore = t
 	}
 	if *payloadFile != "" {
 		if isFlagSet(fs, "payload") {
@@ -163,6 +186,8 @@ func definePublishFlags(fs *flag.FlagSet, o *publishOptions) (rate, payloadFile 
 	fs.StringVar(&o.Payload, "payload", defaultPayload, "job payload; {i} is replaced by the job index")
 	fs.StringVar(payloadFile, "payload-file", "", "read the payload from `file` ({i} is replaced too)")
 	fs.DurationVar(&o.MaxWait, "max-wait", 0, "set Shaper-Max-Wait: drop the job as expired if it cannot start within this (0 = not set)")
+	fs.IntVar(&o.Priority, "priority", -1, "set Shaper-Priority: `level` 0 (most urgent)..queue.priorities−1 (-1 = not set: the least urgent)")
+	fs.DurationVar(&o.Delay, "delay", 0, "set Shaper-Delay: start no earlier than this long after it is accepted (0 = not set)")
 	fs.StringVar(&o.MsgIDPrefix, "msg-id-prefix", "", "set Nats-Msg-Id to `prefix` + index, for idempotency (repeat a run to see duplicates)")
 	fs.StringVar(&o.NATSURL, "nats", "nats://127.0.0.1:4222", "NATS server `URL`")
 	fs.StringVar(&o.SubjectPrefix, "subject-prefix", producer.DefaultSubjectPrefix, "ingress subject prefix (ingress.subject_prefix)")
@@ -190,6 +215,10 @@ func checkPublish(o publishOptions) string {
 		return fmt.Sprintf("-keys must be 0 or more, got %d", o.Keys)
 	case o.MaxWait < 0:
 		return fmt.Sprintf("-max-wait must be positive (or 0 for not set), got %s", o.MaxWait)
+	case o.Priority < -1 || o.Priority > 9:
+		return fmt.Sprintf("-priority must be 0..9 (0 is the most urgent; the downstream's queue.priorities bounds it), or -1 for not set, got %d", o.Priority)
+	case o.Delay < 0:
+		return fmt.Sprintf("-delay must be positive (or 0 for not set), got %s", o.Delay)
 	case o.KeyHeader == "" || strings.ContainsAny(o.KeyHeader, " \t:"):
 		return fmt.Sprintf("-key-header %q is not a header name; e.g. Shaper-Key", o.KeyHeader)
 	case o.Timeout <= 0:
@@ -220,7 +249,8 @@ type jobResult struct {
 	ETA        *float64      `json:"eta_seconds,omitempty"`
 	Duplicate  bool          `json:"duplicate,omitempty"`
 	JobID      string        `json:"job_id,omitempty"`
-	Err        string        `json:"error,omitempty"` // no answer: timeout, no_responders, …; or the daemon's error text
+	NotBefore  string        `json:"not_before,omitempty"` // a delayed job's instant, RFC 3339
+	Err        string        `json:"error,omitempty"`      // no answer: timeout, no_responders, …; or the daemon's error text
 }
 
 // publishJobs sends o.N jobs from o.Concurrency workers, paced by pace, and
@@ -300,6 +330,9 @@ func record(r *jobResult, res producer.Result, err error) {
 		r.Status, r.JobID, r.Duplicate = "accepted", res.JobID, res.Duplicate
 		if !res.Duplicate { // a duplicate has no place in the queue
 			r.Position, r.ETA = res.Position, new(res.ETA.Seconds())
+		}
+		if !res.NotBefore.IsZero() {
+			r.NotBefore = res.NotBefore.UTC().Format(time.RFC3339Nano)
 		}
 	case errors.As(err, &rej):
 		r.Status, r.Reason, r.Err = "rejected", cmp.Or(res.Reason, "unspecified"), res.ErrorText

@@ -235,3 +235,43 @@ func TestScheduleAt(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishScheduleFlags: -priority, -delay and -not-before send their
+// headers; bad values and -delay with -not-before are usage errors.
+func TestPublishScheduleFlags(t *testing.T) {
+	srv := runNATS(t)
+	f := startFakeDaemon(t, srv.ClientURL(), 100)
+	base := []string{"publish", "-nats", srv.ClientURL(), "-downstream", "printer"}
+	if code, _, stderr := runCmd(t, append(base, "-priority", "2", "-delay", "1500ms")...); code != exitOK {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	at := "2030-01-02T15:04:05.25Z"
+	if code, _, stderr := runCmd(t, append(base, "-not-before", at)...); code != exitOK {
+		t.Fatalf("exit %d, stderr: %s", code, stderr)
+	}
+	f.mu.Lock()
+	h0, h1 := f.headers[0], f.headers[1]
+	f.mu.Unlock()
+	if h0.Get("Shaper-Priority") != "2" || h0.Get("Shaper-Delay") != "1.5s" || h0.Get("Shaper-Not-Before") != "" {
+		t.Errorf("headers with -priority 2 -delay 1500ms: %v", h0)
+	}
+	if h1.Get("Shaper-Not-Before") != at || h1.Get("Shaper-Priority") != "" || h1.Get("Shaper-Delay") != "" {
+		t.Errorf("headers with -not-before: %v", h1)
+	}
+	bad := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-priority", "10"}, "-priority must be 0..9"},
+		{[]string{"-priority", "-2"}, "-priority must be 0..9"},
+		{[]string{"-delay", "-1s"}, "-delay must be positive"},
+		{[]string{"-not-before", "tomorrow"}, `-not-before "tomorrow" is not an RFC 3339 time`},
+		{[]string{"-delay", "1s", "-not-before", at}, "-delay and -not-before exclude each other"},
+	}
+	for _, tc := range bad {
+		code, _, stderr := runCmd(t, append(base, tc.args...)...)
+		if code != exitUsage || !strings.Contains(stderr, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming %q", tc.args, code, stderr, tc.want)
+		}
+	}
+}

@@ -164,6 +164,9 @@ func (q *Queue) handBack() {
 // from the store's goroutine with the job's position (an estimate: the
 // stream is shared) or an error wrapping queue.ErrFull (the stream is at
 // max_msgs) or queue.ErrDuplicate (its Nats-Msg-Id was stored already).
+// The stream has one priority level and keeps no ready instant: Priority
+// and NotBefore are not stored (the config refuses queue.priorities above
+// 1 on this kind, and the lane refuses a delayed job before offering it).
 func (q *Queue) Offer(job *queue.Job, _ time.Time) queue.Stored {
 	return queue.Later(func(done func(queue.Placed, error)) {
 		q.enqueue(job, func(pos int, err error) {
@@ -199,8 +202,9 @@ func (q *Queue) streamHandle() natsjs.Stream {
 	return q.s
 }
 
-// Ahead is the stream's depth: every stored job starts first.
-func (q *Queue) Ahead(*queue.Job) int { return q.Len() }
+// Ahead is the stream's depth: every stored job starts first (the stream
+// keeps one level and no delayed jobs).
+func (q *Queue) Ahead(*queue.Job, time.Time) int { return q.Len() }
 
 // Cost is Len: the stream bounds jobs by count, not cost.
 func (q *Queue) Cost() int { return q.Len() }

@@ -54,21 +54,29 @@ func Header(name, value string) Option {
 	return func(j *job) { j.hdr.Add(name, value) }
 }
 
-// Priority sets Shaper-Priority: 0 is the most urgent, up to the
-// downstream's queue.priorities − 1. Needs a shaperd that supports
-// priorities and delays; an older one passes the header on to the
-// downstream and ignores it.
+// Priority sets Shaper-Priority: the job's level, 0 the most urgent, up
+// to the downstream's queue.priorities − 1 (a job without one is in the
+// least urgent level). A start takes the most urgent ready job; equal
+// levels keep FIFO order. shaperd refuses p outside 0..queue.priorities−1
+// as bad_request, and refuses queue.priorities above 1 on a jetstream
+// queue (not durable yet), so there only 0 is valid. A shaperd without
+// priorities drops the header (like every Shaper- header) and queues the
+// job in FIFO order.
 func Priority(p int) Option { return setHeader(HeaderPriority, strconv.Itoa(p)) }
 
-// Delay sets Shaper-Delay to d as a Go duration: the job is accepted at once
-// and starts no earlier than d from now (at most queue.max_delay, default
-// 24h). Do not combine with NotBefore (bad_request). Needs a shaperd that
-// supports priorities and delays.
+// Delay sets Shaper-Delay to d as a Go duration: the job is accepted at
+// once, counts against the queue's capacity while it waits, and starts no
+// earlier than d after shaperd received it, then paced like any other;
+// its max wait counts from that instant. The reply's Result.NotBefore is
+// the instant. shaperd refuses d < 0, d beyond the downstream's
+// queue.max_delay (default 24h), Delay together with NotBefore, and any
+// delay on a jetstream queue (not durable yet) as bad_request. A shaperd
+// without delays drops the header and starts the job in its turn.
 func Delay(d time.Duration) Option { return setHeader(HeaderDelay, d.String()) }
 
-// NotBefore sets Shaper-Not-Before to t in RFC 3339: the job starts no
-// earlier than t. Do not combine with Delay (bad_request). Needs a shaperd
-// that supports priorities and delays.
+// NotBefore sets Shaper-Not-Before to t in RFC 3339 (to the nanosecond):
+// the job starts no earlier than t, as with Delay; a t already past is no
+// delay. The same limits as Delay apply.
 func NotBefore(t time.Time) Option {
 	return setHeader(HeaderNotBefore, t.UTC().Format(time.RFC3339Nano))
 }

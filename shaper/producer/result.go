@@ -23,9 +23,8 @@ type Result struct {
 	Downstream string
 	Position   int           // 1-based place in the queue when accepted; 0 for a duplicate
 	ETA        time.Duration // predicted wait until the job starts (milliseconds)
-	// NotBefore is the earliest start of a delayed job ("not_before"),
-	// zero otherwise. Needs a shaperd that supports priorities and
-	// delays.
+	// NotBefore is the earliest start of a delayed job ("not_before"; ETA
+	// is at or after it), zero for a job that was not delayed.
 	NotBefore  time.Time
 	Duplicate  bool          // a job with the same Nats-Msg-Id was already accepted
 	Reason     string        // when rejected: one of the Reason constants

@@ -125,6 +125,26 @@ func TestSubmitDuplicate(t *testing.T) {
 
 // With the shared admission store down, a fail-closed downstream rejects
 // unavailable with Retry-After 1; SubmitRetry retries it.
+// TestSubmitPriorityAndDelay: the options reach shaperd as it reads them:
+// a delayed job's Result carries its instant, a priority past the levels
+// is refused naming the valid range.
+func TestSubmitPriorityAndDelay(t *testing.T) {
+	_, nc := testShaperd(t, daemonConfig(lane("ok", "100/s", "capacity: 100, priorities: 2", "")))
+	at := time.Now().Add(time.Hour).Truncate(time.Second).Add(250 * time.Millisecond)
+	res, err := producer.Submit(t.Context(), nc, "ok", []byte("a"), producer.Priority(0), producer.NotBefore(at))
+	if err != nil || !res.NotBefore.Equal(at) || res.ETA < 59*time.Minute {
+		t.Fatalf("not before %s: %+v, %v; want that instant and an ETA at or after it", at, res, err)
+	}
+	res, err = producer.Submit(t.Context(), nc, "ok", []byte("b"), producer.Delay(time.Minute))
+	if err != nil || res.NotBefore.IsZero() || res.Position != 1 {
+		t.Fatalf("delay 1m: %+v, %v; want a NotBefore, and position 1 (the other starts later)", res, err)
+	}
+	res, err = producer.Submit(t.Context(), nc, "ok", []byte("c"), producer.Priority(2))
+	if err == nil || res.Reason != producer.ReasonBadRequest || !strings.Contains(res.ErrorText, "0..1 are valid") {
+		t.Fatalf("priority 2 of 2 levels: %+v, %v; want bad_request naming 0..1", res, err)
+	}
+}
+
 func TestSubmitUnavailable(t *testing.T) {
 	cfg := strings.Replace(daemonConfig(lane("closed", "100/s", "capacity: 100",
 		"    admission: { mode: token_bucket, rate: 10/s, burst: 50, store: nats, fail_closed: true }\n")),

@@ -3,6 +3,7 @@ package daemon
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/shaperd/shaper/shaper"
 )
@@ -29,7 +30,7 @@ func TestParseJobCost(t *testing.T) {
 			if tc.cost != "" {
 				hdr.Set("Shaper-Cost", tc.cost)
 			}
-			job, _, rej := parseJob(testLimits, "shaper.jobs.p", hdr, []byte("x"))
+			job, _, rej := parseJob(time.Now(), testLimits, "shaper.jobs.p", hdr, []byte("x"))
 			if tc.want == 0 {
 				if rej == nil || rej.reason != shaper.ReasonBadRequest {
 					t.Fatalf("Shaper-Cost %q: rejection %+v, want bad_request", tc.cost, rej)

@@ -40,7 +40,7 @@ type intake struct {
 func (in *intake) handle(msg *nats.Msg) {
 	now := time.Now()
 	hdr := http.Header(msg.Header)
-	job, msgID, rej := parseJob(in.limits(), msg.Subject, hdr, msg.Data)
+	job, msgID, rej := parseJob(now, in.limits(), msg.Subject, hdr, msg.Data)
 	if rej != nil {
 		in.reject(msg, job, rej)
 		return

@@ -72,6 +72,11 @@ func (r *replyBuf) accepted(subject string, rc shaper.Receipt, duplicate bool) *
 		b = strconv.AppendInt(b, int64(rc.Position), 10)
 		b = append(b, `,"eta_seconds":`...)
 		b = strconv.AppendFloat(b, math.Round(rc.ETA.Seconds()*1000)/1000, 'f', -1, 64)
+		if !rc.NotBefore.IsZero() { // a delayed job: its instant, to the nanosecond
+			b = append(b, `,"not_before":"`...)
+			b = rc.NotBefore.UTC().AppendFormat(b, time.RFC3339Nano)
+			b = append(b, '"')
+		}
 	}
 	m.Data = append(b, '}')
 	return m

@@ -54,9 +54,10 @@ type rejection struct {
 	err        error
 }
 
-// parseJob turns one intake message into a job. It looks only at bounded
-// inputs and allocates nothing proportional to a rejected payload.
-func parseJob(lim intakeLimits, subject string, hdr http.Header, data []byte) (*queue.Job, string, *rejection) {
+// parseJob turns one intake message, received at now, into a job. It
+// looks only at bounded inputs and allocates nothing proportional to a
+// rejected payload. now is the instant a Shaper-Delay counts from.
+func parseJob(now time.Time, lim intakeLimits, subject string, hdr http.Header, data []byte) (*queue.Job, string, *rejection) {
 	downstream, ok := strings.CutPrefix(subject, lim.prefix)
 	if !ok || downstream == "" || strings.Contains(downstream, ".") {
 		return nil, "", &rejection{reason: shaper.ReasonUnknownDownstream, err: fmt.Errorf("subject %q names no downstream; publish to %s<downstream>", truncate(subject, 128), lim.prefix)}
@@ -83,7 +84,12 @@ func parseJob(lim intakeLimits, subject string, hdr http.Header, data []byte) (*
 	if err != nil {
 		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
 	}
+	sched, err := parseSchedule(now, hdr)
+	if err != nil {
+		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
+	}
 	stub.Key, stub.Cost, stub.MaxWait = key, cost, maxWait
+	stub.Priority, stub.NotBefore = sched.priority, sched.notBefore
 	stub.Header = passThrough(hdr, lim.keyHeader)
 	return stub, msgID, nil
 }

@@ -51,7 +51,7 @@ func TestParseJob(t *testing.T) {
 			if hdr == nil {
 				hdr = http.Header{}
 			}
-			job, msgID, rej := parseJob(testLimits, tc.subject, hdr, make([]byte, tc.size))
+			job, msgID, rej := parseJob(time.Now(), testLimits, tc.subject, hdr, make([]byte, tc.size))
 			if tc.reason != "" {
 				if rej == nil || rej.reason != tc.reason {
 					t.Fatalf("rejection %+v, want %s", rej, tc.reason)
@@ -143,7 +143,7 @@ func FuzzParseJob(f *testing.F) {
 	f.Add("shaper.jobs.a.b", strings.Repeat("k", 300), "x", "9999999h", make([]byte, 2000))
 	f.Fuzz(func(t *testing.T, subject, key, id, maxWait string, payload []byte) {
 		hdr := http.Header{"Shaper-Key": {key}, "Nats-Msg-Id": {id}, "Shaper-Max-Wait": {maxWait}}
-		job, _, rej := parseJob(testLimits, subject, hdr, payload)
+		job, _, rej := parseJob(time.Now(), testLimits, subject, hdr, payload)
 		if rej != nil {
 			if rej.reason == "" || rej.err == nil {
 				t.Fatalf("rejection without reason or error: %+v", rej)
