@@ -71,8 +71,9 @@ func OnRetry(f func(Retry)) Option { return func(j *job) { j.retry.onRetry = f }
 // ingress.dedupe_window, default 2m).
 //
 // A wait that would end after ctx's deadline is not started: the last
-// answer is returned at once. If ctx ends during a wait, the error matches
-// both the context's error and the last answer's (errors.Is).
+// answer is returned at once. If ctx ends during a wait or during a retried
+// request, the error matches both the context's error and the last
+// answer's (errors.Is).
 func (c *Client) SubmitRetry(ctx context.Context, downstream string, payload []byte, opts ...Option) (Result, error) {
 	m, j, err := c.message(downstream, payload, opts)
 	if err != nil {
@@ -85,8 +86,13 @@ func (c *Client) SubmitRetry(ctx context.Context, downstream string, payload []b
 		m.Header.Set(HeaderMsgID, rand.Text())
 	}
 	backoffs := 0
+	var last error // the previous attempt's answer, when it was retried
 	for attempt := 1; ; attempt++ {
 		res, err := c.request(ctx, m)
+		if last != nil && err != nil && ctx.Err() != nil {
+			return res, fmt.Errorf("producer: retry of %s stopped: %w; last answer: %w", m.Subject, context.Cause(ctx), last)
+		}
+		last = err
 		wait, again := j.retry.next(err, &backoffs, mrand.Float64())
 		if !again || attempt == j.retry.maxAttempts || !fits(ctx, wait) {
 			return res, err

@@ -139,3 +139,27 @@ func TestSubmitRetryTransport(t *testing.T) {
 		}
 	}
 }
+
+// A responder that never answers and a deadline that ends during the
+// retried request: the error names both the deadline and the answer that
+// was being retried (it named only the deadline, losing why it retried).
+func TestSubmitRetryDeadlineDuringRetriedRequest(t *testing.T) {
+	nc := runNATS(t)
+	sub, err := nc.Subscribe("silent.printer", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	c, err := producer.New(nc, producer.SubjectPrefix("silent"), producer.Timeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first request times out at 300 ms, the backoff waits 50..100 ms,
+	// and the deadline at 500 ms falls inside the second request.
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	_, err = c.SubmitRetry(ctx, "printer", nil)
+	if !errors.Is(err, nats.ErrTimeout) {
+		t.Errorf("err = %v, want one that matches nats.ErrTimeout", err)
+	}
+}
