@@ -62,7 +62,9 @@ func TestMaintenanceShift(t *testing.T) {
 	var m Maintenance
 	every := days(0, 1, 2, 3, 4, 5, 6)
 	m.Configure([]Window{{Days: every, Hour: 12, Length: time.Hour}})
-	noon := func(mi int) time.Time { return time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(mi) * time.Minute) }
+	noon := func(mi int) time.Time {
+		return time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC).Add(time.Duration(mi) * time.Minute)
+	}
 	for _, tc := range []struct {
 		name string
 		t    time.Time
