@@ -84,10 +84,10 @@ func (l *lane) leaking(now time.Time) int {
 // slotFreesIn is the Retry-After for a full queue: the time until the lane's
 // next start frees a slot (no earlier than its policies allow: after a
 // pushback pause or an open breaker). When that start is already due the slot goes to whoever comes first, so the answer is one
-// interval. While the lane is paused by the admin API no start is scheduled
+// interval. While the lane is paused by the admin API until resumed no start is scheduled
 // and the answer is 0 (unknown). Requires l.mu.
 func (l *lane) slotFreesIn(now time.Time) time.Duration {
-	if l.pause.On {
+	if l.pause.Indefinite() {
 		return 0
 	}
 	if d := l.nextStartAt(now).Sub(now); d > 0 {
@@ -101,10 +101,11 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 // still holds) has dropped by need. The last start frees its slots one per
 // interval as its drain time elapses; after it, the level only drops again
 // from the next start (not before the lane's next slot or a pushback's end).
-// 0 while the lane is paused by the admin API (no start is scheduled).
+// 0 while the lane is paused by the admin API until resumed (no start is
+// scheduled).
 // Requires l.mu.
 func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
-	if l.pause.On {
+	if l.pause.Indefinite() {
 		return 0
 	}
 	need = max(need, 1)

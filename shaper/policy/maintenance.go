@@ -8,15 +8,15 @@ import (
 // MaxWindowLength bounds a maintenance window's length.
 const MaxWindowLength = 7 * 24 * time.Hour
 
-// Window is a recurring maintenance window: on each of Days, from Hour:Minute
-// in Loc, for Length. Days is indexed by time.Weekday; a window that
+// Window is a recurring maintenance window: on each of Days, from
+// Hour:Minute:Second in Loc (nil = UTC), for Length. Days is indexed by time.Weekday; a window that
 // crosses midnight belongs to the day it starts on. A start that a
 // daylight-saving change skips is moved as time.Date moves it.
 type Window struct {
-	Days         [7]bool
-	Hour, Minute int
-	Length       time.Duration // 0 < Length <= MaxWindowLength
-	Loc          *time.Location
+	Days                 [7]bool
+	Hour, Minute, Second int
+	Length               time.Duration // 0 < Length <= MaxWindowLength
+	Loc                  *time.Location
 }
 
 // Span is one occurrence of maintenance: [Start, End). Overlapping or
@@ -30,6 +30,7 @@ type Span struct{ Start, End time.Time }
 type Maintenance struct {
 	windows []Window
 	floor   time.Time // end of the last window seen: the schedule's floor
+	active  bool      // the last Gate was inside a window
 	// spans caches the merged occurrences that meet [from, to].
 	spans    []Span
 	from, to time.Time
@@ -50,11 +51,16 @@ func (m *Maintenance) Finished(time.Time, Answer) {}
 // Gate answers NotBefore the end of the window now is in; outside one, the
 // end of the last window seen (a floor in the past).
 func (m *Maintenance) Gate(now time.Time, _ int) Gate {
-	if s, ok := m.Current(now); ok {
+	s, ok := m.Current(now)
+	if ok {
 		m.floor = s.End
 	}
+	m.active = ok
 	return Gate{NotBefore: m.floor}
 }
+
+// Active reports whether the last Gate was inside a window.
+func (m *Maintenance) Active() bool { return m.active }
 
 // Current is the span now is in, if any.
 func (m *Maintenance) Current(now time.Time) (Span, bool) {
@@ -139,7 +145,7 @@ func spansOf(ws []Window, from, to time.Time) []Span {
 		first := from.Add(-w.Length - 24*time.Hour).In(loc)
 		y, mo, d := first.Date()
 		for i := 0; ; i++ {
-			start := time.Date(y, mo, d+i, w.Hour, w.Minute, 0, 0, loc)
+			start := time.Date(y, mo, d+i, w.Hour, w.Minute, w.Second, 0, loc)
 			if !start.Before(to.Add(24 * time.Hour)) {
 				break
 			}
