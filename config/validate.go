@@ -184,6 +184,11 @@ func (d Downstream) validate(v validator, p, prefix string) {
 	}
 	v.duration(p+"queue.max_wait", d.Queue.MaxWait, 0, MaxMaxWait)
 	d.validatePolicies(v, p)
+	if k := p + "maintenance"; v.ok(k) {
+		if _, err := d.Maintenance.Parse(); err != nil {
+			v.add(k, "%s", err.Error())
+		}
+	}
 	d.validateBreaker(v, p)
 	if d.Admission != nil {
 		d.Admission.validate(v, p+"admission.")
