@@ -65,6 +65,9 @@ func (s *Shaper) SetOverride(name string, o Override) error {
 			return fmt.Errorf("%w: %w", ErrInvalidOverride, err)
 		}
 	}
+	if s.overrides[name] == o {
+		return nil
+	}
 	ovs := maps.Clone(s.overrides)
 	if ovs == nil {
 		ovs = map[string]Override{}
