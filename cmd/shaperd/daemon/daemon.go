@@ -56,7 +56,7 @@ type Daemon struct {
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
 	ctl       atomic.Pointer[control] // the admin API's changes (control.go)
-	durable   readiness // each durable queue's Ready, for /readyz
+	durable   readiness               // each durable queue's Ready, for /readyz
 	shares    storeShares
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
