@@ -118,6 +118,8 @@ type Downstream struct {
 	Shadow bool `mapstructure:"shadow"`
 	// Breaker holds the downstream's jobs while it keeps failing.
 	Breaker Breaker `mapstructure:"breaker"`
+	// Maintenance are recurring windows with no starts (maintenance.go).
+	Maintenance Maintenance `mapstructure:"maintenance"`
 }
 
 // Breaker configures a downstream's circuit breaker: Failures consecutive

@@ -22,6 +22,7 @@ var (
 	sizeType     = reflect.TypeFor[ByteSize]()
 	durationType = reflect.TypeFor[time.Duration]()
 	weightsType  = reflect.TypeFor[KeyWeights]()
+	maintType    = reflect.TypeFor[Maintenance]()
 )
 
 // decodeHook is the mapstructure decode hook for every key. Values arrive as
@@ -63,6 +64,9 @@ func decodeHook(_, to reflect.Type, data any) (any, error) {
 			return nil, hookErr(err)
 		}
 		return d, nil
+	}
+	if to == maintType {
+		return maintenanceValue(data)
 	}
 	if to == weightsType {
 		s, err := scalar(data, "weights like gold=3,silver=2")

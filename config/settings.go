@@ -38,6 +38,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			MaxBytes:    int64(d.Queue.MaxBytes),
 			Policies:    d.policies(),
 			Breaker:     d.breaker(),
+			Maintenance: d.maintenance(),
 
 			AdmissionStore: d.Admission.store(),
 		})

@@ -186,6 +186,11 @@ func (d Downstream) validate(v validator, p, prefix string) {
 	v.intRange(p+"queue.priorities", d.Queue.Priorities, 1, shaper.MaxPriorities)
 	v.duration(p+"queue.max_delay", d.Queue.MaxDelay, time.Millisecond, shaper.MaxMaxDelay)
 	d.validatePolicies(v, p)
+	if k := p + "maintenance"; v.ok(k) {
+		if _, err := d.Maintenance.Parse(); err != nil {
+			v.add(k, "%s", err.Error())
+		}
+	}
 	d.validateBreaker(v, p)
 	if d.Admission != nil {
 		d.Admission.validate(v, p+"admission.")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/shaperd/shaper/queue"
@@ -20,6 +21,7 @@ type lanePlan struct {
 	q      queue.Roles // a new lane's queue; zero = in memory
 	adm    admission.Admitter
 	newAdm bool // replace the lane's admitter with adm (may be nil)
+	ovr    Override
 }
 
 // Apply reconfigures the shaper in place without losing queued jobs; New
@@ -48,7 +50,24 @@ type lanePlan struct {
 //   - A changed breaker applies in place, keeping its state; one turned off
 //     releases the jobs it held at once.
 //   - A lane that becomes adaptive starts at its kept rate (learned.go).
+//   - A lane's runtime override (SetOverride) stays over the new values.
 func (s *Shaper) Apply(set Settings) error {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	if err := s.apply(set, s.overrides); err != nil {
+		return err
+	}
+	s.file = set
+	return nil
+}
+
+// apply is Apply of set with the overrides ovs over its lanes. Requires
+// s.cfgMu.
+func (s *Shaper) apply(set Settings, ovs map[string]Override) error {
+	set.Lanes = slices.Clone(set.Lanes)
+	for i, ls := range set.Lanes {
+		set.Lanes[i] = ovs[ls.Name].over(ls)
+	}
 	set, err := normalize(set)
 	if err != nil {
 		return err
@@ -68,6 +87,7 @@ func (s *Shaper) Apply(set Settings) error {
 	keep := make(map[string]bool, len(plans))
 	for _, p := range plans {
 		keep[p.cfg.Name] = true
+		p.ovr = ovs[p.cfg.Name]
 		s.applyLane(p, now)
 	}
 	for name, l := range s.active {
@@ -149,6 +169,7 @@ func (s *Shaper) applyLane(p lanePlan, now time.Time) {
 	l := p.l
 	if l == nil {
 		l = newLane(s, p.cfg, p.sink, p.adm, p.q, now)
+		l.ovr = p.ovr
 		s.active[l.name], s.all[l] = l, struct{}{}
 		s.log.Info("downstream added", "downstream", l.name, "rate", p.cfg.Rate)
 		return
@@ -156,6 +177,7 @@ func (s *Shaper) applyLane(p lanePlan, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.removed = false
+	l.ovr = p.ovr
 	l.setConfig(p.cfg, now)
 	if p.sink != nil {
 		s.retired = append(s.retired, l.sink)
@@ -174,8 +196,7 @@ func (s *Shaper) removeLane(l *lane, now time.Time) {
 	delete(s.active, l.name)
 	l.mu.Lock()
 	l.removed = true
-	if l.pause.On { // nobody could resume it any more: drain now
-		l.pause.On = false
+	if l.pause.Resume() { // nobody could resume it any more: drain now
 		l.sched.restartFrom(now)
 	}
 	l.reschedule(now)

@@ -85,10 +85,10 @@ func (l *lane) leaking(now time.Time) int {
 // next start frees a slot (no earlier than its policies allow: after a
 // pushback pause or an open breaker; nor before the first held job is
 // ready: delayed jobs start no earlier than their instants). When that start is already due the slot goes to whoever comes first, so the answer is one
-// interval. While the lane is paused by the admin API no start is scheduled
+// interval. While the lane is paused by the admin API until resumed no start is scheduled
 // and the answer is 0 (unknown). Requires l.mu.
 func (l *lane) slotFreesIn(now time.Time) time.Duration {
-	if l.pause.On {
+	if l.pause.Indefinite() {
 		return 0
 	}
 	if d := l.nextFreeAt(now).Sub(now); d > 0 {
@@ -103,10 +103,11 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 // interval as its drain time elapses; after it, the level only drops again
 // from the next start (not before the lane's next slot, a pushback's end,
 // or the first held job's ready instant: nextFreeAt).
-// 0 while the lane is paused by the admin API (no start is scheduled).
+// 0 while the lane is paused by the admin API until resumed (no start is
+// scheduled).
 // Requires l.mu.
 func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
-	if l.pause.On {
+	if l.pause.Indefinite() {
 		return 0
 	}
 	need = max(need, 1)

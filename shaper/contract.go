@@ -125,6 +125,9 @@ type LaneSettings struct {
 	AdmissionStore admission.Store
 	// Breaker is the lane's circuit breaker; the zero value is off.
 	Breaker policy.BreakerSettings
+	// Maintenance are the lane's recurring maintenance windows: no start
+	// inside one (intake goes on). nil = none.
+	Maintenance []policy.Window
 
 	Policies // the zero value turns every one off
 }

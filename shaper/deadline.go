@@ -18,14 +18,17 @@ import (
 // interval, no earlier than a delayed job's instant, plus the scheduler's
 // lateness budget (catchUp, 20 ms) as a margin. It ignores jobs that will
 // expire ahead of it and retries still to come, so it errs on the side of
-// admitting. While the lane is paused by the admin API no start is
-// scheduled and nothing is predicted: the job is admitted (and may still
-// expire).
+// admitting. A timed pause and the maintenance windows on the way are
+// counted: the next slot is after the pause or the window now is in, and
+// every window that begins before the jobs ahead have started holds them
+// for its length. While the lane is paused by the admin API until resumed
+// no start is scheduled and nothing is predicted: the job is admitted (and
+// may still expire).
 
 // predictStart is when a job with ahead slots of cost before it would start.
 // Requires l.mu.
 func (l *lane) predictStart(now time.Time, ahead int) time.Time {
-	return later(l.nextStartAt(now), now).Add(time.Duration(ahead) * l.sched.interval)
+	return l.maint.Shift(later(l.nextStartAt(now), now), time.Duration(ahead)*l.sched.interval)
 }
 
 // checkDeadline rejects job as would_expire when its predicted start passes
@@ -34,7 +37,7 @@ func (l *lane) predictStart(now time.Time, ahead int) time.Time {
 // Requires l.mu.
 func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
 	wait := cmp0(job.MaxWait, l.cfg.MaxWait)
-	if !l.cfg.RejectWouldExpire || wait <= 0 || l.pause.On {
+	if !l.cfg.RejectWouldExpire || wait <= 0 || l.pause.Indefinite() {
 		return rc, true
 	}
 	ready := later(now, job.NotBefore) // a delayed job's wait counts from its instant

@@ -38,6 +38,7 @@ type lane struct {
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
 	c        counters
+	ovr      Override // what the admin API overrides of the file's values (in cfg already)
 	// replayWake is closed by reschedule for replays waiting on this
 	// lane (replay.go); nil while none waits.
 	replayWake chan struct{}
@@ -50,6 +51,7 @@ type lane struct {
 	pushback policy.Pushback
 	pause    policy.Paused // by the admin API
 	kept     policy.Kept   // the learned rate kept in Deps.Rates (learned.go)
+	maint    policy.Maintenance
 	policies []policy.Policy
 
 	// The lane's place in the shaper's scheduler, guarded by the
@@ -226,12 +228,19 @@ func (l *lane) reschedule(now time.Time) {
 		}
 	}
 	g := l.gate(now)
-	if !l.mayStart(g) {
-		l.s.sched.WantAt(l.wake, time.Time{}, false) // an answer or a change reschedules
-		return
-	}
+	var at time.Time
 	readyAt, ok := l.q.NextReady()
-	l.s.sched.WantAt(l.wake, l.sched.slotFor(readyAt, g.NotBefore), ok)
+	if !l.mayStart(g) {
+		ok = false // an answer or a change reschedules
+	} else if ok {
+		at = l.sched.slotFor(readyAt, g.NotBefore)
+	}
+	// Wake when a maintenance window begins or ends, jobs or not, so that
+	// what the lane exports follows it.
+	if c := l.maint.NextChange(now); !c.IsZero() && (!ok || c.Before(at)) {
+		at, ok = c, true
+	}
+	l.s.sched.WantAt(l.wake, at, ok)
 }
 
 // idle reports whether a removed lane has nothing left to do: no job only

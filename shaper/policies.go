@@ -17,12 +17,13 @@ import (
 // an answer: the advertised quota first (it caps the adaptive rate's
 // ceiling and may pause), the adaptive rate, the breaker, the pushback
 // pause, the admin API's pause, the kept learned rate (it holds while a
-// takeover read is in flight). A new policy is a field of lane and one entry here.
+// takeover read is in flight), the maintenance windows. A new policy is a
+// field of lane and one entry here.
 func (l *lane) compose() {
 	l.quota.Pause, l.quota.OnPause = &l.pushback, l.quotaPaused
 	l.adaptive.Quota, l.adaptive.OnCut = &l.quota, l.m.RateCuts.Inc
 	l.brk.OnEvent = l.breakerEvent
-	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback, &l.pause, &l.kept}
+	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback, &l.pause, &l.kept, &l.maint}
 }
 
 // configurePolicies applies cfg to the policies that have settings.
@@ -32,6 +33,7 @@ func (l *lane) configurePolicies(cfg LaneSettings) {
 	l.adaptive.Configure(policy.AdaptiveSettings{On: cfg.Adaptive, Ceiling: cfg.Rate, Concurrency: cfg.Concurrency})
 	l.brk.Configure(cfg.Breaker)
 	l.kept.Configure(cfg.Adaptive, cfg.Rate)
+	l.maint.Configure(cfg.Maintenance)
 }
 
 // gate is the strictest answer of the lane's policies at now, with the
@@ -65,30 +67,37 @@ func (l *lane) setRate(rate float64) {
 // shown is what the lane last exported of its state.
 type shown struct {
 	paused bool
+	maint  bool
 	rate   float64
 	set    bool
 }
 
 // updatePaused exports whether the lane is paused (by the admin API or a
-// pushback) and its drain rate: the effective rate, 0 while paused by the
-// admin API, as /v1/downstreams' effective_rate and the status page say
-// (a pushback's or quota's short holds do not zero it). Gauges are written
-// only when a value changed. Requires l.mu.
+// pushback), whether it is in a maintenance window, and its drain rate:
+// the effective rate, 0 while paused by the admin API or in maintenance,
+// as /v1/downstreams' effective_rate and the status page say (a
+// pushback's or quota's short holds do not zero it). It tells what the
+// policies' last Gate saw. Gauges are written only when a value changed.
+// Requires l.mu.
 func (l *lane) updatePaused() {
-	v := shown{paused: l.pause.On || l.pushback.Pausing(), rate: l.sched.rate, set: true}
-	if l.pause.On {
+	v := shown{paused: l.pause.On || l.pushback.Pausing(), maint: l.maint.Active(), rate: l.sched.rate, set: true}
+	if l.pause.On || v.maint {
 		v.rate = 0
 	}
 	if v == l.shown {
 		return
 	}
 	l.shown = v
-	p := 0.0
-	if v.paused {
-		p = 1
-	}
-	l.m.Paused.Set(p)
+	l.m.Paused.Set(b2f(v.paused))
+	l.m.Maintenance.Set(b2f(v.maint))
 	l.m.Rate.Set(v.rate)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // quotaPaused books a pause because the downstream's quota was used up,

@@ -62,6 +62,12 @@ type Shaper struct {
 	adms  admission.Remote
 	dlr   DeadLetterer
 
+	// cfgMu serialises Apply and SetOverride; it guards file (the
+	// settings last applied, without overrides) and overrides.
+	cfgMu     sync.Mutex
+	file      Settings
+	overrides map[string]Override
+
 	mu      sync.RWMutex
 	active  map[string]*lane   // configured lanes by name
 	all     map[*lane]struct{} // active lanes and removed ones still draining

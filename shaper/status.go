@@ -23,6 +23,16 @@ type LaneStatus struct {
 	Capacity      int     `json:"capacity"`
 	Inflight      int     `json:"inflight"`
 	Paused        bool    `json:"paused"` // by the admin API
+	// PausedUntil is when a timed pause by the admin API ends; nil for
+	// none, or for a pause until resumed.
+	PausedUntil *time.Time `json:"paused_until,omitempty"`
+	// Maintenance is the maintenance window the lane is in, or else the
+	// next one (within eight days); nil without one.
+	Maintenance *MaintenanceWindow `json:"maintenance,omitempty"`
+	// Override is what the admin API overrides of the configured rate,
+	// concurrency and capacity (Rate, Concurrency and Capacity are the
+	// effective values); nil for none.
+	Override *Override `json:"override,omitempty"`
 	// PushbackUntil is when a downstream pushback pause ends; nil if none.
 	PushbackUntil *time.Time `json:"pushback_until,omitempty"`
 	// Removing is true for a lane dropped from the config that is still
@@ -61,6 +71,13 @@ type LaneStatus struct {
 	AdmissionKeysEvicted *uint64 `json:"admission_keys_evicted,omitempty"`
 }
 
+// MaintenanceWindow is one occurrence of a lane's maintenance windows.
+type MaintenanceWindow struct {
+	Start  time.Time `json:"start"`
+	End    time.Time `json:"end"`
+	Active bool      `json:"active"` // now is inside it
+}
+
 // Lanes returns a snapshot of every lane (including removed lanes still
 // draining), sorted by name. Safe for concurrent use; does not block on I/O.
 func (s *Shaper) Lanes() []LaneStatus {
@@ -79,12 +96,23 @@ func (l *lane) status(now time.Time) LaneStatus {
 	defer l.mu.Unlock()
 	st := LaneStatus{
 		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.sched.rate, Concurrency: l.cfg.Concurrency,
-		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.pause.On,
+		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.pause.Holding(now),
 		Removing: l.removed, StoreFull: l.noSpace,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
 		Retries: l.c.retries, Pushbacks: l.c.pushbacks, Tries: l.c.tries, TrySeconds: l.c.trySeconds,
 		Rejected: clone(l.c.rejected, rejectReasons), Dropped: clone(l.c.dropped, dropReasons),
 		Delivered: clone(l.c.delivered, outcomes),
+	}
+	if st.Paused && !l.pause.Until.IsZero() {
+		t := l.pause.Until
+		st.PausedUntil = &t
+	}
+	if sp, ok := l.maint.Next(now); ok {
+		st.Maintenance = &MaintenanceWindow{Start: sp.Start, End: sp.End, Active: !now.Before(sp.Start)}
+	}
+	if !l.ovr.IsZero() {
+		o := l.ovr
+		st.Override = &o
 	}
 	if t := l.pushback.Until(); t.After(now) {
 		st.PushbackUntil = &t
@@ -100,7 +128,8 @@ func (l *lane) status(now time.Time) LaneStatus {
 		t := l.brk.ProbeAt()
 		st.BreakerUntil = &t
 	}
-	if l.pause.On || st.PushbackUntil != nil || st.Breaker != policy.BreakerClosed {
+	if st.Paused || st.PushbackUntil != nil || st.Breaker != policy.BreakerClosed ||
+		(st.Maintenance != nil && st.Maintenance.Active) {
 		st.EffectiveRate = 0
 	}
 	return st
@@ -113,48 +142,4 @@ func clone[K comparable](m map[K]uint64, keys []K) map[K]uint64 {
 		out[k] = m[k]
 	}
 	return out
-}
-
-// Pause stops lane name from starting jobs until Resume; intake continues
-// (jobs queue up to capacity). Pausing a paused lane is a no-op. It returns
-// ErrUnknownDownstream for a name that is not configured.
-func (s *Shaper) Pause(name string) error {
-	return s.withLane(name, func(l *lane, now time.Time) {
-		l.pause.On = true
-		l.reschedule(now)
-		s.log.Info("downstream paused", "downstream", name)
-	})
-}
-
-// Resume lets lane name start jobs again, continuing the schedule from now
-// with no burst for the time paused. Resuming a running lane is a no-op. It
-// returns ErrUnknownDownstream for a name that is not configured.
-func (s *Shaper) Resume(name string) error {
-	return s.withLane(name, func(l *lane, now time.Time) {
-		if !l.pause.On {
-			return
-		}
-		l.pause.On = false
-		l.sched.restartFrom(now)
-		l.reschedule(now)
-		s.log.Info("downstream resumed", "downstream", name)
-	})
-}
-
-// withLane runs fn on the configured lane name under its lock.
-func (s *Shaper) withLane(name string, fn func(*lane, time.Time)) error {
-	s.mu.RLock()
-	l := s.active[name]
-	s.mu.RUnlock()
-	if l == nil {
-		return ErrUnknownDownstream
-	}
-	now := time.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.removed {
-		return ErrUnknownDownstream
-	}
-	fn(l, now)
-	return nil
 }

@@ -82,8 +82,8 @@ func TestDurableBurstAndPace(t *testing.T) {
 	waitFor(t, 5*time.Second, func() bool { return streamMsgs(t, in.nc, "printer") == 0 }, "stream empty after acks")
 }
 
-// Jobs queued at shutdown stay in the stream (no shutdown dead letters) and
-// the next daemon delivers them.
+// Jobs queued at shutdown stay in the stream (no shutdown dead letters),
+// the pause stays with them, and the next daemon delivers them once resumed.
 func TestDurableSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	srv := runNATS(t)
@@ -106,7 +106,13 @@ func TestDurableSurvivesRestart(t *testing.T) {
 	if len(ds.snapshot()) != 0 {
 		t.Fatal("paused lane delivered")
 	}
-	startDaemon(t, srv, conf)
+	// The pause is kept in NATS with the queue: the next daemon holds the
+	// jobs until resumed.
+	in = startDaemon(t, srv, conf)
+	if r, _ := rowOf(in.admin, "printer"); !r.Paused {
+		t.Errorf("the pause of a jetstream downstream did not survive the restart: %+v", r)
+	}
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/printer/resume", http.StatusOK)
 	hits := ds.waitHits(t, 20, 10*time.Second)
 	seen := map[string]bool{}
 	for _, h := range hits {

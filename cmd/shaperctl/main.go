@@ -36,6 +36,10 @@ func commands() []command {
 		{"publish", "send N jobs to a downstream and summarise the replies", cmdPublish},
 		{"status", "show every downstream's rate, queue depth and counters from the admin API", cmdStatus},
 		{"dead", "list, show, replay or purge a downstream's stored dead letters", cmdDead},
+		{"pause", "pause a downstream's starts, until resumed or for a while (-for, -until)", cmdPause},
+		{"resume", "resume a paused downstream", cmdResume},
+		{"set", "override a downstream's rate, concurrency or capacity at runtime", cmdSet},
+		{"unset", "return a downstream to its config file's values", cmdUnset},
 		{"health", "exit 0 if the daemon answers /healthz (the container's HEALTHCHECK)", cmdHealth},
 		{"simulate", "replay a traffic pattern through every admission algorithm and compare", cmdSimulate},
 		{"sink", "run a demo HTTP downstream that prints every job it receives", cmdSink},
@@ -82,6 +86,8 @@ Examples:
   shaperctl status -watch 2s
   SHAPER_ADMIN_USER=ops SHAPER_ADMIN_PASSWORD=... shaperctl status -admin https://host:9090 -ca ca.pem
   shaperctl dead list -downstream printer
+  shaperctl pause -downstream printer -for 30m
+  shaperctl set -downstream printer -rate 5/s
   shaperctl simulate -pattern boundary -svg boundary.svg
 
 Run 'shaperctl <command> -h' for the flags of a command.

@@ -181,7 +181,7 @@ func (m *Metrics) Forget(name string) {
 		m.Rate.MetricVec, m.Inflight.MetricVec, m.Paused.MetricVec, m.StoreFull.MetricVec,
 		m.Duration.MetricVec, m.Shadow.MetricVec, m.RateConfigured.MetricVec,
 		m.RateCuts.MetricVec, m.FairKeys.MetricVec, m.Refunds.MetricVec, m.BadHeaders.MetricVec,
-		m.BreakerOpen.MetricVec, m.BreakerTrips.MetricVec} {
+		m.BreakerOpen.MetricVec, m.BreakerTrips.MetricVec, m.Maintenance.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -18,6 +18,7 @@ type PolicyVecs struct {
 	BadHeaders     *prometheus.CounterVec
 	BreakerOpen    *prometheus.GaugeVec
 	BreakerTrips   *prometheus.CounterVec
+	Maintenance    *prometheus.GaugeVec
 }
 
 func newPolicyVecs(f promauto.Factory) PolicyVecs {
@@ -55,6 +56,10 @@ func newPolicyVecs(f promauto.Factory) PolicyVecs {
 			Name: "shaper_breaker_trips_total",
 			Help: "Times a downstream's circuit breaker opened after consecutive failed tries (reopenings after a failed probe not counted).",
 		}, ds),
+		Maintenance: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "shaper_maintenance",
+			Help: "1 while a downstream is in one of its maintenance windows (no starts; intake goes on), else 0.",
+		}, ds),
 	}
 }
 
@@ -69,6 +74,7 @@ type PolicyLane struct {
 	BadHeaders     prometheus.Counter
 	BreakerOpen    prometheus.Gauge
 	BreakerTrips   prometheus.Counter
+	Maintenance    prometheus.Gauge
 }
 
 // policyLane resolves downstream name's policy series; the breaker starts
@@ -83,10 +89,12 @@ func (v PolicyVecs) policyLane(name string, shadow []string) PolicyLane {
 		BadHeaders:     v.BadHeaders.WithLabelValues(name),
 		BreakerOpen:    v.BreakerOpen.WithLabelValues(name),
 		BreakerTrips:   v.BreakerTrips.WithLabelValues(name),
+		Maintenance:    v.Maintenance.WithLabelValues(name),
 	}
 	for _, r := range shadow {
 		pl.Shadow[r] = v.Shadow.WithLabelValues(name, r)
 	}
 	pl.BreakerOpen.Set(0)
+	pl.Maintenance.Set(0)
 	return pl
 }

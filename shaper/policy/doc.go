@@ -19,7 +19,10 @@
 //     refusals and raised after rounds of successes.
 //   - Breaker: the circuit breaker, which holds jobs while a downstream
 //     fails.
-//   - Paused: the admin API's pause, which holds the lane until resumed.
+//   - Paused: the admin API's pause, which holds the lane until resumed
+//     or, for a timed pause, until its end.
+//   - Maintenance: recurring maintenance windows, which hold the lane's
+//     starts inside each window.
 //   - Kept: the rules of an adaptive lane's kept learned rate (when it is
 //     due to be saved, when a kept value is used, when jobs handed over
 //     call for reading it), and the hold while such a read is in flight.

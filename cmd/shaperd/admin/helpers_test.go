@@ -100,12 +100,43 @@ func (f *fakeLanes) Lanes() []shaper.LaneStatus {
 	return out
 }
 
-func (f *fakeLanes) Pause(name string) error {
-	return f.edit(name, func(st *shaper.LaneStatus) { st.Paused = true })
+func (f *fakeLanes) Pause(name string, until time.Time, _ string) error {
+	return f.edit(name, func(st *shaper.LaneStatus) {
+		st.Paused, st.PausedUntil = true, nil
+		if !until.IsZero() {
+			st.PausedUntil = &until
+		}
+	})
 }
 
-func (f *fakeLanes) Resume(name string) error {
-	return f.edit(name, func(st *shaper.LaneStatus) { st.Paused = false })
+func (f *fakeLanes) Resume(name, _ string) error {
+	return f.edit(name, func(st *shaper.LaneStatus) { st.Paused, st.PausedUntil = false, nil })
+}
+
+func (f *fakeLanes) SetOverride(name string, o shaper.Override, _ string) error {
+	if o.Capacity > 0 && o.Capacity < 2 { // as a lane whose max_cost is 2
+		return fmt.Errorf("%w: capacity below max cost 2", shaper.ErrInvalidOverride)
+	}
+	return f.edit(name, func(st *shaper.LaneStatus) {
+		cur := shaper.Override{}
+		if st.Override != nil {
+			cur = *st.Override
+		}
+		if o.Rate != 0 {
+			cur.Rate, st.Rate = o.Rate, o.Rate
+		}
+		if o.Concurrency != 0 {
+			cur.Concurrency, st.Concurrency = o.Concurrency, o.Concurrency
+		}
+		if o.Capacity != 0 {
+			cur.Capacity, st.Capacity = o.Capacity, o.Capacity
+		}
+		st.Override = &cur
+	})
+}
+
+func (f *fakeLanes) ClearOverride(name, _ string) error {
+	return f.edit(name, func(st *shaper.LaneStatus) { st.Override, st.Rate, st.Capacity = nil, 2, 10 })
 }
 
 // edit changes the named lane's status as the shaper would; an unknown name

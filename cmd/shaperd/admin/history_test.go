@@ -86,7 +86,7 @@ func TestHistoryIsBounded(t *testing.T) {
 func TestHistoryEndpoint(t *testing.T) {
 	a := startTestAdmin(t, adminLoopback(), "printer")
 	a.lanes.fill("printer", 3)
-	if err := a.lanes.Pause("printer"); err != nil {
+	if err := a.lanes.Pause("printer", time.Time{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	stop := a.history.Start(context.Background(), a.lanes.Lanes)

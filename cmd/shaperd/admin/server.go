@@ -24,10 +24,17 @@ import (
 type Downstreams interface {
 	// Lanes returns every downstream's status, sorted by name.
 	Lanes() []shaper.LaneStatus
-	// Pause and Resume stop and restart a downstream's starts; for an
-	// unknown name they return an error wrapping shaper.ErrUnknownDownstream.
-	Pause(name string) error
-	Resume(name string) error
+	// Pause stops a downstream's starts until until (zero: until Resume),
+	// Resume starts them again; SetOverride sets the non-zero fields of o
+	// over the downstream's configured values (keeping the others it
+	// overrides), ClearOverride returns it to them. by names who asked, for
+	// the audit log. For an unknown name each returns an error wrapping
+	// shaper.ErrUnknownDownstream; SetOverride returns one wrapping
+	// shaper.ErrInvalidOverride for values the downstream cannot run with.
+	Pause(name string, until time.Time, by string) error
+	Resume(name, by string) error
+	SetOverride(name string, o shaper.Override, by string) error
+	ClearOverride(name, by string) error
 }
 
 // Registry is what GET /metrics serves. promhttp also registers its own
@@ -172,6 +179,8 @@ func newMux(deps Deps) *http.ServeMux {
 	mux.HandleFunc("GET /v1/downstreams", h.serveDownstreams)
 	mux.Handle("POST /v1/downstreams/{name}/pause", limitBody(h.servePause(true)))
 	mux.Handle("POST /v1/downstreams/{name}/resume", limitBody(h.servePause(false)))
+	mux.Handle("PATCH /v1/downstreams/{name}", limitBody(http.HandlerFunc(h.serveOverride)))
+	mux.Handle("DELETE /v1/downstreams/{name}/override", limitBody(http.HandlerFunc(h.serveUnsetOverride)))
 	mux.HandleFunc("GET /v1/history", h.serveHistory)
 	h.deadRoutes(mux)
 	mux.HandleFunc("GET /{$}", h.serveStatusPage)
@@ -197,32 +206,6 @@ func (h *handlers) serveDownstreams(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"downstreams": downstreamRows(r.Context(), time.Now(), ds.Lanes(), h.DeadStats)})
-}
-
-func (h *handlers) servePause(pause bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		name := r.PathValue("name")
-		ds := h.Downstreams()
-		if ds == nil {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting"})
-			return
-		}
-		op, verb := ds.Resume, "resumed"
-		if pause {
-			op, verb = ds.Pause, "paused"
-		}
-		if err := op(name); err != nil {
-			status := http.StatusInternalServerError
-			if errors.Is(err, shaper.ErrUnknownDownstream) {
-				status = http.StatusNotFound
-				err = fmt.Errorf("no downstream named %q; GET /v1/downstreams lists them", name)
-			}
-			writeJSON(w, status, map[string]string{"error": err.Error()})
-			return
-		}
-		h.Logger.Info("downstream "+verb+" through the admin API", "downstream", name)
-		writeJSON(w, http.StatusOK, map[string]string{"downstream": name, "status": verb})
-	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -93,8 +93,8 @@ func TestPauseResume(t *testing.T) {
 			t.Errorf("after %s %s: paused %v, want %v", tt.op, tt.name, got, tt.paused)
 		}
 	}
-	if logs := a.logs.String(); !strings.Contains(logs, `level=INFO msg="downstream paused through the admin API" downstream=printer`) ||
-		!strings.Contains(logs, `level=INFO msg="downstream resumed through the admin API" downstream=printer`) {
+	if logs := a.logs.String(); !strings.Contains(logs, `level=INFO msg="downstream paused through the admin API" downstream=printer by="anonymous (127.0.0.1:`) ||
+		!strings.Contains(logs, `level=INFO msg="downstream resumed through the admin API" downstream=printer by="anonymous (127.0.0.1:`) {
 		t.Errorf("logs lack the pause and resume lines:\n%s", logs)
 	}
 	var list struct {

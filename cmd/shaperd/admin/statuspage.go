@@ -86,6 +86,8 @@ type statusRow struct {
 	BreakerClass       string // chip class: ok, half (probing), open (red)
 	BreakerText        string
 	BreakerNote        string
+	MaintText          string // the next maintenance window, as the script's runtimeLines
+	OverrideText       string // what the admin API overrides, as the script's runtimeLines
 	Refused            []statusChip
 	Succeeded          uint64
 	Failed             uint64 // delivered failed + dead_lettered, as the script's failures
@@ -119,6 +121,7 @@ func statusRows(lanes []downstreamRow) []statusRow {
 		r.QuotaText = quotaText(st.AdvertisedQuota)
 		r.LatencyText = latencyText(st.Tries, st.TrySeconds)
 		r.BreakerClass, r.BreakerText, r.BreakerNote = breakerChip(st)
+		r.MaintText, r.OverrideText = runtimeTexts(st)
 		for _, m := range []struct {
 			counts map[shaper.Reason]uint64
 			class  string
@@ -162,8 +165,12 @@ func held(st shaper.LaneStatus) (class, state, note string, ok bool) {
 	switch {
 	case st.Removing:
 		return "idle", "removing", "draining what it holds", true
+	case st.Paused && st.PausedUntil != nil:
+		return "paused", "paused", "by the admin API until " + st.PausedUntil.Local().Format("15:04:05") + "; jobs keep queueing", true
 	case st.Paused:
 		return "paused", "paused", "by the admin API; jobs keep queueing", true
+	case st.Maintenance != nil && st.Maintenance.Active:
+		return "paused", "maintenance", "window until " + st.Maintenance.End.Local().Format("15:04:05") + "; jobs keep queueing", true
 	case st.Breaker == policy.BreakerOpen:
 		note := "downstream failing; jobs held"
 		if st.BreakerUntil != nil {
@@ -252,4 +259,27 @@ func latencyText(tries uint64, seconds float64) string {
 		return fmt.Sprintf("%d ms", int(math.Round(mean*1000)))
 	}
 	return strconv.FormatFloat(math.Round(mean*100)/100, 'f', -1, 64) + " s"
+}
+
+// runtimeTexts are the name cell's lines for the next maintenance window
+// and what the admin API overrides, each overridden value marked ✎; ""
+// for none.
+func runtimeTexts(st shaper.LaneStatus) (maint, override string) {
+	if m := st.Maintenance; m != nil && !m.Active {
+		maint = "maintenance next " + m.Start.Local().Format("Mon 15:04:05") + "–" + m.End.Local().Format("15:04:05")
+	}
+	if o := st.Override; o != nil {
+		var parts []string
+		if o.Rate != 0 {
+			parts = append(parts, "rate "+sameUnit(o.Rate, o.Rate)+" ✎")
+		}
+		if o.Concurrency != 0 {
+			parts = append(parts, fmt.Sprintf("concurrency %d ✎", o.Concurrency))
+		}
+		if o.Capacity != 0 {
+			parts = append(parts, fmt.Sprintf("capacity %d ✎", o.Capacity))
+		}
+		override = "override: " + strings.Join(parts, " · ")
+	}
+	return maint, override
 }

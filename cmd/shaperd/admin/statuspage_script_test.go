@@ -158,3 +158,56 @@ func TestStatusPageScript(t *testing.T) {
 		t.Errorf("after a 400 the row reads %q, want the server's message", res.AfterBadRate)
 	}
 }
+
+// TestStatusPageRuntime: a timed pause, a maintenance window (running and
+// next) and an override show in the name cell, the same in the server's
+// rows and the script's.
+func TestStatusPageRuntime(t *testing.T) {
+	a := deadFixture(t) // erp, printer and zero; the harness replays printer's dead letters
+	until := time.Date(2030, 1, 2, 6, 0, 0, 0, time.UTC)
+	if err := a.lanes.Pause("erp", until, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	start, end := time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
+	if err := a.lanes.edit("printer", func(st *shaper.LaneStatus) {
+		st.Maintenance = &shaper.MaintenanceWindow{Start: start, End: end, Active: true}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	next := time.Date(2030, 1, 5, 2, 0, 0, 0, time.UTC) // a Saturday
+	if err := a.lanes.edit("zero", func(st *shaper.LaneStatus) {
+		st.Maintenance = &shaper.MaintenanceWindow{Start: next, End: next.Add(2 * time.Hour)}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.lanes.SetOverride("zero", shaper.Override{Rate: 20, Capacity: 50}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		"erp":     {"by the admin API until " + until.Local().Format("15:04:05") + "; jobs keep queueing"},
+		"printer": {"maintenance", "window until " + end.Local().Format("15:04:05") + "; jobs keep queueing"},
+		"zero": {"maintenance next " + next.Local().Format("Mon 15:04:05") + "–" + next.Add(2*time.Hour).Local().Format("15:04:05"),
+			"override: rate 20/s ✎ · capacity 50 ✎"},
+	}
+	_, _, page := get(t, a.url+"/")
+	for name, parts := range want {
+		for _, part := range parts {
+			if !strings.Contains(page, part) {
+				t.Errorf("the server's page lacks %q for %s", part, name)
+			}
+		}
+	}
+	res := runPageScript(t, a)
+	if len(res.Errors) > 0 {
+		t.Fatalf("the script threw:\n%s", strings.Join(res.Errors, "\n"))
+	}
+	for _, row := range res.Polls[0].Rows {
+		for name, parts := range want {
+			for _, part := range parts {
+				if strings.HasPrefix(row[0], name) && !strings.Contains(row[0], part) {
+					t.Errorf("%s drawn %q, want it to contain %q", name, row[0], part)
+				}
+			}
+		}
+	}
+}

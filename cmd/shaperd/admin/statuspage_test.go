@@ -15,7 +15,7 @@ import (
 func TestStatusPage(t *testing.T) {
 	a := startTestAdmin(t, adminLoopback(), "erp", "printer")
 	a.lanes.fill("printer", 12)
-	if err := a.lanes.Pause("erp"); err != nil {
+	if err := a.lanes.Pause("erp", time.Time{}, ""); err != nil {
 		t.Fatal(err)
 	}
 	status, hdr, body := get(t, a.url+"/")

@@ -47,8 +47,8 @@ func (d *Daemon) deadStats(ctx context.Context, downstream string) (int, time.Ti
 // downstreams is the running shaper, or nil before Run has built it (never
 // a nil *shaper.Shaper in the interface).
 func (d *Daemon) downstreams() admin.Downstreams {
-	if sh := d.shaper.Load(); sh != nil {
-		return sh
+	if c := d.ctl.Load(); c != nil {
+		return c
 	}
 	return nil
 }

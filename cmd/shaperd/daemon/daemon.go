@@ -55,7 +55,8 @@ type Daemon struct {
 	adminAddr atomic.Value // string
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
-	durable   readiness // each durable queue's Ready, for /readyz
+	ctl       atomic.Pointer[control] // the admin API's changes (control.go)
+	durable   readiness               // each durable queue's Ready, for /readyz
 	shares    storeShares
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
@@ -223,10 +224,11 @@ func (d *Daemon) startShaper(ctx context.Context, cfg config.Config, deps shaper
 		return nil, nil, fmt.Errorf("start shaper: %w", err)
 	}
 	d.shaper.Store(sh)
+	stopFollow := d.startControl(ctx, cfg, sh) // kept pauses and overrides apply before Run starts anything
 	shCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- sh.Run(shCtx) }()
-	return sh, func() error { stop(); return <-done }, nil
+	return sh, func() error { stopFollow(); stop(); return <-done }, nil
 }
 
 // announce marks the daemon ready and says so in the log.

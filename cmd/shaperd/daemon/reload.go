@@ -47,6 +47,9 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 	if err := sh.Apply(next.ShaperSettings()); err != nil {
 		return fmt.Errorf("apply config: %w", err)
 	}
+	if c := d.ctl.Load(); c != nil {
+		c.reapply() // a downstream back in the config takes its kept changes again
+	}
 	d.view.Store(newView(next))
 	d.deadMet.Labels(downstreamChanges(d.cfg, next))
 	d.ensureDead(next)

@@ -1,0 +1,147 @@
+package shaper
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+)
+
+// What an operator changes at runtime through the admin API: pauses (until
+// resumed or timed) and overrides of a lane's configured rate, concurrency
+// and capacity. The daemon shares them between instances; the shaper only
+// holds them.
+
+// ErrInvalidOverride is returned (wrapped, with what is wrong) by
+// SetOverride for values the lane cannot run with.
+var ErrInvalidOverride = errors.New("shaper: override not valid")
+
+// Override is what an operator set over a lane's configured values (PATCH
+// /v1/downstreams/{name}); a zero field is not overridden. The zero value
+// overrides nothing.
+type Override struct {
+	Rate        float64 `json:"rate,omitempty"` // starts per second
+	Concurrency int     `json:"concurrency,omitempty"`
+	Capacity    int     `json:"capacity,omitempty"`
+}
+
+// IsZero reports whether o overrides nothing.
+func (o Override) IsZero() bool { return o == Override{} }
+
+// over returns ls with o's values in place of its own.
+func (o Override) over(ls LaneSettings) LaneSettings {
+	if o.Rate != 0 {
+		ls.Rate = o.Rate
+	}
+	if o.Concurrency != 0 {
+		ls.Concurrency = o.Concurrency
+	}
+	if o.Capacity != 0 {
+		ls.Capacity = o.Capacity
+	}
+	return ls
+}
+
+// SetOverride makes o lane name's override, replacing the one it had (a
+// zero o returns the lane to its configured values). It applies at once,
+// as a reload would (a new rate to the jobs already queued), and stays
+// over every later Apply until replaced. It returns ErrUnknownDownstream
+// for a name that is not configured, and an error wrapping
+// ErrInvalidOverride for values the lane cannot run with.
+func (s *Shaper) SetOverride(name string, o Override) error {
+	s.cfgMu.Lock()
+	defer s.cfgMu.Unlock()
+	s.mu.RLock()
+	l := s.active[name]
+	s.mu.RUnlock()
+	if l == nil {
+		return ErrUnknownDownstream
+	}
+	for _, ls := range s.file.Lanes {
+		if ls.Name != name {
+			continue
+		}
+		if _, err := normalizeLane(o.over(ls)); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidOverride, err)
+		}
+	}
+	if s.overrides[name] == o {
+		return nil
+	}
+	ovs := maps.Clone(s.overrides)
+	if ovs == nil {
+		ovs = map[string]Override{}
+	}
+	if o.IsZero() {
+		delete(ovs, name)
+	} else {
+		ovs[name] = o
+	}
+	if err := s.apply(s.file, ovs); err != nil {
+		return err
+	}
+	s.overrides = ovs
+	return nil
+}
+
+// Pause stops lane name from starting jobs until Resume; intake continues
+// (jobs queue up to capacity). Pausing a paused lane is a no-op. It returns
+// ErrUnknownDownstream for a name that is not configured.
+func (s *Shaper) Pause(name string) error { return s.PauseUntil(name, time.Time{}) }
+
+// PauseUntil stops lane name from starting jobs until until, when the
+// pause ends by itself and the schedule restarts from there with no burst
+// for the time paused; a zero until pauses until Resume. It replaces a
+// pause already on; an until already past resumes. Intake continues. It
+// returns ErrUnknownDownstream for a name that is not configured.
+func (s *Shaper) PauseUntil(name string, until time.Time) error {
+	return s.withLane(name, func(l *lane, now time.Time) {
+		if !l.pause.Pause(now, until) {
+			return
+		}
+		if !l.pause.On {
+			l.sched.restartFrom(now)
+			l.reschedule(now)
+			s.log.Info("downstream resumed (a pause until a time already past)", "downstream", name)
+			return
+		}
+		l.reschedule(now)
+		if until.IsZero() {
+			s.log.Info("downstream paused", "downstream", name)
+		} else {
+			s.log.Info("downstream paused", "downstream", name, "until", until)
+		}
+	})
+}
+
+// Resume lets lane name start jobs again, continuing the schedule from now
+// with no burst for the time paused. Resuming a running lane is a no-op. It
+// returns ErrUnknownDownstream for a name that is not configured.
+func (s *Shaper) Resume(name string) error {
+	return s.withLane(name, func(l *lane, now time.Time) {
+		if !l.pause.Resume() {
+			return
+		}
+		l.sched.restartFrom(now)
+		l.reschedule(now)
+		s.log.Info("downstream resumed", "downstream", name)
+	})
+}
+
+// withLane runs fn on the configured lane name under its lock.
+func (s *Shaper) withLane(name string, fn func(*lane, time.Time)) error {
+	s.mu.RLock()
+	l := s.active[name]
+	s.mu.RUnlock()
+	if l == nil {
+		return ErrUnknownDownstream
+	}
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.removed {
+		return ErrUnknownDownstream
+	}
+	fn(l, now)
+	return nil
+}
