@@ -114,28 +114,80 @@ func TestStatusPageAndHistory(t *testing.T) {
 // admin API (...)"). Skipped, saying so, where chromium is not installed.
 func TestStatusPageInChromium(t *testing.T) {
 	t.Parallel()
-	chromium, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Skip("chromium is not installed: the status page is not run in a browser here (sudo apt-get install -y chromium)")
-	}
+	chromium := chromiumPath(t)
 	srv := runNATS(t)
 	in := startDaemon(t, srv, baseConfig(lane("printer", "2/s", 5, "", "http://127.0.0.1:1/")))
-	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", in.admin+"/")
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium --dump-dom: %v\n%s", err, out)
-	}
-	dom := string(out)
+	dom := chromiumDOM(t, chromium, in.admin+"/")
 	for _, want := range []string{`<span id="conn" class="">updated `, `<div class="dsname">printer</div>`, `<th>Dead letters<br>`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the page in Chromium lacks %s:\n%s", want, dom)
 		}
 	}
+}
+
+// The page in Chromium shows what was changed at runtime: a timed pause's
+// end, the next maintenance window, and the overridden values marked.
+func TestStatusPageRuntimeInChromium(t *testing.T) {
+	t.Parallel()
+	chromium := chromiumPath(t)
+	srv := runNATS(t)
+	window := time.Now().UTC().Add(12 * time.Hour).Format("15:04")
+	in := startDaemon(t, srv, baseConfig(
+		lane("printer", "2/s", 5, "", "http://127.0.0.1:1/"),
+		lane("erp", "2/s", 5, "    maintenance: [\"daily "+window+" 30m UTC\"]\n", "http://127.0.0.1:1/")))
+	send := func(method, path, body string) {
+		req, _ := http.NewRequest(method, in.admin+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s %s %s: %d %s", method, path, body, resp.StatusCode, b)
+		}
+	}
+	send("POST", "/v1/downstreams/printer/pause", `{"for":"1h"}`)
+	send("PATCH", "/v1/downstreams/erp", `{"concurrency":2,"capacity":50}`)
+	dom := chromiumDOM(t, chromium, in.admin+"/")
+	for _, want := range []string{
+		`<span id="conn" class="">updated `,               // the script drew the page
+		`by the admin API until `,                         // printer's timed pause
+		`<div class="note maint">maintenance next `,       // erp's next window
+		`override: concurrency 2 ✎ · capacity 50 ✎</div>`, // erp's overrides
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page in Chromium lacks %s:\n%s", want, dom)
+		}
+	}
+}
+
+// chromiumPath is the chromium binary, or skips the test saying why.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	chromium, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not installed: the status page is not run in a browser here (sudo apt-get install -y chromium)")
+	}
+	return chromium
+}
+
+// chromiumDOM loads url in headless Chromium, lets its script run (5 s of
+// virtual time) and returns the DOM.
+func chromiumDOM(t *testing.T, chromium, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+		"--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--virtual-time-budget=5000", "--dump-dom", url)
+	cmd.WaitDelay = 10 * time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium --dump-dom: %v\n%s", err, out)
+	}
+	return string(out)
 }
 
 func TestAdminAuthAndTLS(t *testing.T) {
