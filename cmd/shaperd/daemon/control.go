@@ -48,6 +48,9 @@ type control struct {
 	d  *Daemon
 	sh *shaper.Shaper
 	kv *kvRuntime // nil: nothing is shared
+	// follows starts following kv, once; nil without kv. Only a config
+	// with a durable downstream follows (and so creates) the bucket.
+	follows func()
 
 	mu   sync.Mutex              // serialises changes: each reads, then writes, a downstream's state
 	seen map[string]runtimeState // the last state read from kv, by downstream
@@ -180,6 +183,9 @@ func (c *control) followLocked(name string, s runtimeState) {
 func (c *control) reapply() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.follows != nil && slices.ContainsFunc(c.sh.Lanes(), func(st shaper.LaneStatus) bool { return c.shared(st.Name) }) {
+		c.follows() // a durable downstream came with this reload
+	}
 	for name, s := range c.seen {
 		c.followLocked(name, s)
 	}
@@ -203,10 +209,12 @@ func applyState(sh *shaper.Shaper, name string, s runtimeState) error {
 var errNoStore = errors.New("runtime bucket not ready")
 
 // startControl makes the admin API's control over sh and, with a NATS
-// connection, follows the runtime bucket: the states kept there (a pause
-// or override made before a restart, or on another instance) apply before
-// the shaper starts anything, waiting at most shareTimeout for them when a
-// durable downstream is configured. The returned stop ends the following.
+// connection and a durable downstream configured (at start or by a later
+// reload), follows the runtime bucket: the states kept there (a pause or
+// override made before a restart, or on another instance) apply before
+// the shaper starts anything, waiting at most shareTimeout for them. A
+// config of memory downstreams alone never touches the bucket. The
+// returned stop ends the following.
 func (d *Daemon) startControl(ctx context.Context, cfg config.Config, sh *shaper.Shaper) func() {
 	c := &control{d: d, sh: sh, seen: map[string]runtimeState{}}
 	d.ctl.Store(c)
@@ -223,10 +231,12 @@ func (d *Daemon) startControl(ctx context.Context, cfg config.Config, sh *shaper
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	loaded := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Go(func() { kv.watch(wctx, c.follow, loaded) })
+	var once sync.Once
+	c.follows = func() { once.Do(func() { wg.Go(func() { kv.watch(wctx, c.follow, loaded) }) }) }
 	if slices.ContainsFunc(slices.Collect(maps.Values(cfg.Downstreams)), func(ds config.Downstream) bool {
 		return ds.Queue.Backend == config.BackendJetStream
 	}) {
+		c.follows()
 		select {
 		case <-loaded:
 		case <-time.After(shareTimeout):
