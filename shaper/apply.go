@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 // lanePlan is one lane of a new configuration, prepared before anything
@@ -66,9 +67,9 @@ func (s *Shaper) Apply(set Settings) error {
 func (s *Shaper) apply(set Settings, ovs map[string]Override) error {
 	set.Lanes = slices.Clone(set.Lanes)
 	for i, ls := range set.Lanes {
-		set.Lanes[i] = ovs[ls.Name].over(ls)
+		set.Lanes[i] = ovs[ls.Name].Over(ls)
 	}
-	set, err := normalize(set)
+	set, err := settings.Normalize(set)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/keep"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/settings"
 	"github.com/shaperd/shaper/shaper/wake"
 )
 
@@ -93,7 +94,7 @@ type Shaper struct {
 // New validates s and builds the lanes and their sinks. It starts nothing:
 // jobs may be submitted at once, and start when Run runs.
 func New(s Settings, deps Deps) (*Shaper, error) {
-	s, err := normalize(s)
+	s, err := settings.Normalize(s)
 	if err != nil {
 		return nil, err
 	}
