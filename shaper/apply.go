@@ -50,7 +50,7 @@ type lanePlan struct {
 //     metrics. Adding it back before then revives it with its queue.
 //   - A changed breaker applies in place, keeping its state; one turned off
 //     releases the jobs it held at once.
-//   - A lane that becomes adaptive starts at its kept rate (learned.go).
+//   - A lane that becomes adaptive starts at its kept rate (learned.go, package keep).
 //   - A lane's runtime override (SetOverride) stays over the new values.
 func (s *Shaper) Apply(set Settings) error {
 	s.cfgMu.Lock()
