@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 // lanePlan is one lane of a new configuration, prepared before anything
@@ -49,7 +50,7 @@ type lanePlan struct {
 //     metrics. Adding it back before then revives it with its queue.
 //   - A changed breaker applies in place, keeping its state; one turned off
 //     releases the jobs it held at once.
-//   - A lane that becomes adaptive starts at its kept rate (learned.go).
+//   - A lane that becomes adaptive starts at its kept rate (learned.go, package keep).
 //   - A lane's runtime override (SetOverride) stays over the new values.
 func (s *Shaper) Apply(set Settings) error {
 	s.cfgMu.Lock()
@@ -66,9 +67,9 @@ func (s *Shaper) Apply(set Settings) error {
 func (s *Shaper) apply(set Settings, ovs map[string]Override) error {
 	set.Lanes = slices.Clone(set.Lanes)
 	for i, ls := range set.Lanes {
-		set.Lanes[i] = ovs[ls.Name].over(ls)
+		set.Lanes[i] = ovs[ls.Name].Over(ls)
 	}
-	set, err := normalize(set)
+	set, err := settings.Normalize(set)
 	if err != nil {
 		return err
 	}

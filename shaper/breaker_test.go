@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/policy"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 // downUntil is a sink whose downstream answers 503 (a retryable error)
@@ -198,7 +199,7 @@ func TestBreakerSettingsValidated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := laneCfg("a", 1, 1)
 			cfg.Breaker = tc.b
-			got, err := normalizeLane(cfg)
+			got, err := settings.NormalizeLane(cfg)
 			if tc.want == "" {
 				if err != nil {
 					t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/predict"
 )
 
 // checkCapacity refuses a job whose cost does not fit the bucket's level,
@@ -82,56 +83,40 @@ func (l *lane) leaking(now time.Time) int {
 }
 
 // slotFreesIn is the Retry-After for a full queue: the time until the lane's
-// next start frees a slot (no earlier than its policies allow: after a
-// pushback pause or an open breaker; nor before the first held job is
-// ready: delayed jobs start no earlier than their instants). When that start is already due the slot goes to whoever comes first, so the answer is one
-// interval. While the lane is paused by the admin API until resumed no start is scheduled
-// and the answer is 0 (unknown). Requires l.mu.
+// next start frees a slot (predict.SlotFreesIn; no earlier than its
+// policies allow: after a pushback pause or an open breaker; nor before the
+// first held job is ready: delayed jobs start no earlier than their
+// instants). While the lane is paused by the admin API until resumed no
+// start is scheduled and the answer is 0 (unknown). Requires l.mu.
 func (l *lane) slotFreesIn(now time.Time) time.Duration {
 	if l.pause.Indefinite() {
 		return 0
 	}
-	if d := l.nextFreeAt(now).Sub(now); d > 0 {
-		return d
-	}
-	return l.sched.interval
+	next := l.nextFreeAt(now)
+	return predict.SlotFreesIn(now, next, l.sched.interval)
 }
 
 // levelFreesIn is the Retry-After for a job that finds the bucket need
 // slots short: the time until level (queued cost plus what the last start
-// still holds) has dropped by need. The last start frees its slots one per
-// interval as its drain time elapses; after it, the level only drops again
-// from the next start (not before the lane's next slot, a pushback's end,
-// or the first held job's ready instant: nextFreeAt).
-// 0 while the lane is paused by the admin API until resumed (no start is
-// scheduled).
-// Requires l.mu.
+// still holds) has dropped by need (predict.LevelFreesIn; the next start
+// is not before the lane's next slot, a pushback's end, or the first held
+// job's ready instant: nextFreeAt). 0 while the lane is paused by the
+// admin API until resumed (no start is scheduled). Requires l.mu.
 func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
 	if l.pause.Indefinite() {
 		return 0
 	}
-	need = max(need, 1)
 	held, first := l.sched.held(now)
-	iv := l.sched.interval
-	if need <= held {
-		return first + time.Duration(need-1)*iv
-	}
-	next := later(l.nextFreeAt(now), now)
-	if held > 0 {
-		next = later(next, now.Add(first+time.Duration(held-1)*iv))
-	}
-	return next.Sub(now) + time.Duration(need-held)*iv
+	return predict.LevelFreesIn(now, need, held, first, l.sched.interval,
+		func() time.Time { return l.nextFreeAt(now) })
 }
 
 // freesIn is the Retry-After for the need-th start from now: slotFreesIn,
 // plus an interval for each further start (a fair-queuing key's share frees
 // when its own jobs start). Requires l.mu.
 func (l *lane) freesIn(now time.Time, need int) time.Duration {
-	d := l.slotFreesIn(now)
-	if d == 0 {
-		return 0
-	}
-	return d + l.drainOf(need) - l.sched.interval
+	slot := l.slotFreesIn(now)
+	return predict.StartFreesIn(slot, need, l.sched.interval)
 }
 
 // dropExpiredFront drops expired jobs at the front of a full queue so they

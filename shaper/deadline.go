@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/predict"
 )
 
 // Deadline-aware admission (LaneSettings.RejectWouldExpire): a job whose
@@ -45,7 +46,7 @@ func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt
 	// The scheduler may start a job up to catchUp after its slot (a late
 	// wake-up), and expiry is strict; a job predicted to start within that
 	// margin of its deadline is refused too, or it could expire after all.
-	late := start.Add(catchUp).Sub(ready.Add(wait))
+	late := predict.Late(start, ready, wait, catchUp)
 	if late <= 0 || l.shadowed(ReasonWouldExpire) {
 		return rc, true
 	}

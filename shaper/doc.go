@@ -91,5 +91,12 @@
 // queue.Settler and queue.Service: its store enforces the bound, answers
 // Offer asynchronously and keeps its jobs at shutdown. Sinks are built by Deps.Sinks (package shaper/sink).
 //
+// The configuration (Settings, LaneSettings, Override) is package
+// settings' types by the names above: their defaults and validation live
+// there. What adaptive lanes learned is kept across restarts and
+// takeovers by package keep (Deps.Rates); the lane restores what it reads. The
+// arithmetic behind a refusal's Retry-After and the would_expire check is
+// package predict's, on values the lane gathers under its lock.
+//
 // Logs use log/slog and never contain admission keys or payloads.
 package shaper

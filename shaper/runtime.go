@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 // What an operator changes at runtime through the admin API: pauses (until
@@ -16,31 +18,9 @@ import (
 // SetOverride for values the lane cannot run with.
 var ErrInvalidOverride = errors.New("shaper: override not valid")
 
-// Override is what an operator set over a lane's configured values (PATCH
-// /v1/downstreams/{name}); a zero field is not overridden. The zero value
-// overrides nothing.
-type Override struct {
-	Rate        float64 `json:"rate,omitempty"` // starts per second
-	Concurrency int     `json:"concurrency,omitempty"`
-	Capacity    int     `json:"capacity,omitempty"`
-}
-
-// IsZero reports whether o overrides nothing.
-func (o Override) IsZero() bool { return o == Override{} }
-
-// over returns ls with o's values in place of its own.
-func (o Override) over(ls LaneSettings) LaneSettings {
-	if o.Rate != 0 {
-		ls.Rate = o.Rate
-	}
-	if o.Concurrency != 0 {
-		ls.Concurrency = o.Concurrency
-	}
-	if o.Capacity != 0 {
-		ls.Capacity = o.Capacity
-	}
-	return ls
-}
+// Override is what an operator set over a lane's configured values
+// (settings.Override).
+type Override = settings.Override
 
 // SetOverride makes o lane name's override, replacing the one it had (a
 // zero o returns the lane to its configured values). It applies at once,
@@ -61,7 +41,7 @@ func (s *Shaper) SetOverride(name string, o Override) error {
 		if ls.Name != name {
 			continue
 		}
-		if _, err := normalizeLane(o.over(ls)); err != nil {
+		if _, err := settings.NormalizeLane(o.Over(ls)); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOverride, err)
 		}
 	}

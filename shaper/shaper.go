@@ -12,7 +12,9 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/keep"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/settings"
 	"github.com/shaperd/shaper/shaper/wake"
 )
 
@@ -41,7 +43,7 @@ type Deps struct {
 	// by New and by Apply when the admission config changed; the shaper
 	// does not close what it returns (its builder owns it).
 	Admitters admission.Remote
-	// Rates keeps what adaptive lanes learned (learned.go); nil = nothing
+	// Rates keeps what adaptive lanes learned (package keep); nil = nothing
 	// is kept: a new lane starts at its ceiling.
 	Rates Rates
 }
@@ -78,7 +80,7 @@ type Shaper struct {
 
 	sched      *wake.Scheduler[*lane] // one goroutine and one timer for every lane
 	dl         *dlWorker
-	keeper     *keeper // nil without Deps.Rates
+	keeper     *keep.Keeper // nil without Deps.Rates
 	closing    atomic.Bool
 	running    atomic.Bool
 	ready      chan struct{}
@@ -92,19 +94,20 @@ type Shaper struct {
 // New validates s and builds the lanes and their sinks. It starts nothing:
 // jobs may be submitted at once, and start when Run runs.
 func New(s Settings, deps Deps) (*Shaper, error) {
-	s, err := normalize(s)
+	s, err := settings.Normalize(s)
 	if err != nil {
 		return nil, err
 	}
 	sh := &Shaper{
 		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
-		sched: wake.New[*lane](), ready: make(chan struct{}), keeper: newKeeper(deps.Rates),
+		sched: wake.New[*lane](), ready: make(chan struct{}),
 		remoteSem: make(chan struct{}, maxRemoteDecisions),
 	}
 	if sh.log == nil {
 		sh.log = slog.New(slog.DiscardHandler)
 	}
+	sh.keeper = keep.New(deps.Rates, sh.log)
 	if sh.met == nil {
 		sh.met = NewMetrics(nil)
 	}
@@ -143,7 +146,7 @@ func (s *Shaper) Run(ctx context.Context) error {
 	keepCtx, keepCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer keepCancel()
 	if s.keeper != nil {
-		keepDone.Go(func() { s.keeper.run(keepCtx, s) })
+		keepDone.Go(func() { s.keeper.Run(keepCtx, s.keptLanes) })
 	}
 	close(s.ready)
 	s.log.Info("shaper running", "downstreams", len(s.Lanes()))

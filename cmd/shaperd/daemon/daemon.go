@@ -17,6 +17,7 @@ import (
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/control"
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/dedupe"
 	"github.com/shaperd/shaper/shaper/metrics"
@@ -55,8 +56,8 @@ type Daemon struct {
 	adminAddr atomic.Value // string
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
-	ctl       atomic.Pointer[control] // the admin API's changes (control.go)
-	durable   readiness               // each durable queue's Ready, for /readyz
+	ctl       atomic.Pointer[control.Control] // the admin API's changes (control.go)
+	durable   readiness                       // each durable queue's Ready, for /readyz
 	shares    storeShares
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)

@@ -48,7 +48,7 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 		return fmt.Errorf("apply config: %w", err)
 	}
 	if c := d.ctl.Load(); c != nil {
-		c.reapply() // a downstream back in the config takes its kept changes again
+		c.Reapply() // a downstream back in the config takes its kept changes again
 	}
 	d.view.Store(newView(next))
 	d.deadMet.Labels(downstreamChanges(d.cfg, next))

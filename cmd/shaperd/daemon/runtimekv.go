@@ -13,13 +13,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/config"
+	"github.com/shaperd/shaper/shaper/control"
 )
 
 // kvRuntime keeps the runtime changes of durable downstreams (pauses,
 // timed or not, and overrides) in one JetStream KV bucket,
 // <nats.jetstream.rates_bucket>_RUNTIME: one key per downstream, a small
 // JSON value, no expiry (a pause until resumed lasts). The bucket is
-// found or created on first use; watch follows it for the instance.
+// found or created on first use; Watch follows it for the instance. It is
+// the control.Store of the admin API's changes (control.go).
 type kvRuntime struct {
 	js  jetstream.JetStream
 	cfg jetstream.KeyValueConfig
@@ -29,7 +31,10 @@ type kvRuntime struct {
 	kv jetstream.KeyValue
 }
 
-// retryRuntime is how long watch waits before finding the bucket again
+// errNoStore is kvRuntime's answer while its bucket is not reachable.
+var errNoStore = errors.New("runtime bucket not ready")
+
+// retryRuntime is how long Watch waits before finding the bucket again
 // after a failure.
 const retryRuntime = 2 * time.Second
 
@@ -72,8 +77,8 @@ func (r *kvRuntime) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// put keeps downstream's state.
-func (r *kvRuntime) put(ctx context.Context, downstream string, s runtimeState) error {
+// Put keeps downstream's state.
+func (r *kvRuntime) Put(ctx context.Context, downstream string, s control.State) error {
 	kv, err := r.bucket(ctx)
 	if err != nil {
 		return err
@@ -88,11 +93,11 @@ func (r *kvRuntime) put(ctx context.Context, downstream string, s runtimeState) 
 	return nil
 }
 
-// watch hands every state kept in the bucket, then every change to it, to
+// Watch hands every state kept in the bucket, then every change to it, to
 // follow until ctx is done; loaded is closed once the states kept before
 // have been handed over (or ctx ended). A bucket that cannot be reached is
 // tried again every retryRuntime, with one warning.
-func (r *kvRuntime) watch(ctx context.Context, follow func(string, runtimeState), loaded chan<- struct{}) {
+func (r *kvRuntime) Watch(ctx context.Context, follow func(string, control.State), loaded chan<- struct{}) {
 	var once sync.Once
 	done := func() { once.Do(func() { close(loaded) }) }
 	defer done()
@@ -114,8 +119,8 @@ func (r *kvRuntime) watch(ctx context.Context, follow func(string, runtimeState)
 }
 
 // watchOnce watches the bucket until ctx is done or the watch fails.
-func (r *kvRuntime) watchOnce(ctx context.Context, follow func(string, runtimeState), loaded func()) error {
-	bctx, cancel := context.WithTimeout(ctx, shareTimeout)
+func (r *kvRuntime) watchOnce(ctx context.Context, follow func(string, control.State), loaded func()) error {
+	bctx, cancel := context.WithTimeout(ctx, control.ShareTimeout)
 	kv, err := r.bucket(bctx)
 	cancel()
 	if err != nil {
@@ -138,7 +143,7 @@ func (r *kvRuntime) watchOnce(ctx context.Context, follow func(string, runtimeSt
 				loaded()
 				continue
 			}
-			var s runtimeState
+			var s control.State
 			if e.Operation() == jetstream.KeyValuePut {
 				if err := json.Unmarshal(e.Value(), &s); err != nil {
 					r.log.Warn("a runtime state in NATS KV is not readable; ignored", "bucket", r.cfg.Bucket, "key", e.Key(), "error", err.Error())

@@ -1,0 +1,141 @@
+// Package settings is the shaper's configuration as config builds it: the
+// whole (Shaper) and one downstream's (Lane), with its policies, retries,
+// sink and dead-letter bounds, their defaults and validation (Normalize),
+// and what an operator overrides of a lane at runtime (Override). Package
+// shaper names these types by its own names (shaper.Settings,
+// shaper.LaneSettings, ...).
+package settings
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/shaperd/shaper/limiter"
+	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/policy"
+)
+
+// Shaper is the whole shaper configuration (shaper.Settings), as built by
+// config.ShaperSettings.
+type Shaper struct {
+	Lanes         []Lane
+	ShutdownGrace time.Duration // in-flight deliveries get this long at shutdown; 0 = 10s
+}
+
+// Lane configures one downstream (shaper.LaneSettings).
+type Lane struct {
+	Name        string
+	Rate        float64         // starts per second, > 0
+	Concurrency int             // max deliveries in flight, >= 1; 0 = 1
+	Capacity    int             // queue bound, >= 1
+	MaxWait     time.Duration   // max time from acceptance to start; 0 = unbounded
+	Admission   *limiter.Config // nil = no admission control
+	Retry       Retry
+	Sink        Sink
+	DeadLetter  string // subject; "" = none
+	// DeadLetters bound the store the daemon keeps dead letters in; the
+	// shaper only carries them.
+	DeadLetters DeadLetterLimits
+	// Durable asks the shaper's Deps.Queues for a durable queue (queue.backend
+	// jetstream); false = the in-memory queue.
+	Durable bool
+	// MaxBytes bounds the payload bytes the queue holds (queue.max_bytes);
+	// 0 = no byte bound. A durable queue's store enforces it itself.
+	MaxBytes int64
+	// AdmissionStore says where Admission's per-key state lives; the zero
+	// value is in memory.
+	AdmissionStore admission.Store
+	// Breaker is the lane's circuit breaker; the zero value is off.
+	Breaker policy.BreakerSettings
+	// Maintenance are the lane's recurring maintenance windows: no start
+	// inside one (intake goes on). nil = none.
+	Maintenance []policy.Window
+
+	Policies // the zero value turns every one off
+}
+
+// Policies are a lane's policies beyond a plain leaky bucket: job cost,
+// deadline-aware admission, shadow mode, adaptive rate, fairness and
+// several admission limits. The zero value turns each one off.
+type Policies struct {
+	// MaxCost is the highest Job.Cost accepted (queue.max_cost); 0 = 1. A
+	// job of cost N takes N slots of capacity, N admission tokens and N
+	// intervals of drain time.
+	MaxCost int
+	// RejectWouldExpire rejects at once, with shaper.ReasonWouldExpire, a job whose
+	// predicted start (queued cost ahead of it / rate) is past its max wait.
+	RejectWouldExpire bool
+	// Shadow makes the lane count what its policies would reject (admission,
+	// would_expire, the per-key share) in shaper_shadow_rejections_total
+	// and accept the job anyway. The queue's capacity is always enforced.
+	Shadow bool
+	// AdmissionShadow is Shadow for the admission rule alone.
+	AdmissionShadow bool
+	// Adaptive lowers the drain rate below Rate when the downstream answers
+	// 429/503 and raises it back after a run of successes (AIMD).
+	Adaptive bool
+	// Fairness gives each admission key its own sub-queue, served by
+	// deficit round robin (memory queue only).
+	Fairness bool
+	// KeyCapacity bounds the cost one key may hold queued under Fairness;
+	// 0 = Capacity.
+	KeyCapacity int
+	// Weights are per-key DRR weights under Fairness (absent = 1), by exact
+	// key. Not modified by the shaper.
+	Weights map[string]int
+	// Priorities is the number of priority levels (queue.priorities,
+	// 1..MaxPriorities; 0 = 1, off): a job's Shaper-Priority P, 0 ≤ P <
+	// Priorities, 0 the most urgent; a job without one is in the least
+	// urgent level. The levels share Capacity. Memory queue only, for now.
+	Priorities int
+	// MaxDelay is how far ahead of its arrival a delayed job
+	// (Job.NotBefore) may be (queue.max_delay); 0 = DefaultMaxDelay. A
+	// durable queue refuses delayed jobs, for now.
+	MaxDelay time.Duration
+	// Limits makes the admission rule several limits at once (10/s and
+	// 10000/day): a job is admitted only if every one admits, and the
+	// charges of those that admitted are refunded when another rejects.
+	// Set it instead of Admission (both set is an error); the admission
+	// state must be in memory (AdmissionStore zero). Not modified by the
+	// shaper.
+	Limits []limiter.Config
+}
+
+// DeadLetterLimits bound a lane's stored dead letters: past either the
+// oldest are discarded. Zero fields are no bound.
+type DeadLetterLimits struct {
+	MaxAge   time.Duration
+	MaxCount int
+}
+
+// Retry bounds retries of failed deliveries.
+type Retry struct {
+	MaxAttempts    int           // total tries including the first, >= 1; 0 = 5
+	InitialBackoff time.Duration // backoff after the first failure; 0 = 1s
+	MaxBackoff     time.Duration // cap of the doubling backoff; 0 = 1m
+}
+
+// Sink says where a lane delivers. Exactly one of HTTP and NATS is set.
+type Sink struct {
+	HTTP *HTTPSink
+	NATS *NATSSink
+}
+
+// HTTPSink configures an HTTP sink.
+type HTTPSink struct {
+	URL     string
+	Method  string
+	Timeout time.Duration // per try; 0 = 10s
+	Headers http.Header
+
+	// MaxIdleConnsPerHost bounds the idle keep-alive connections the sink
+	// keeps; 0 = 32. sink.For raises 0 to the lane's concurrency when larger.
+	MaxIdleConnsPerHost int
+}
+
+// NATSSink configures a NATS sink (built by the daemon).
+type NATSSink struct {
+	Subject string
+	Request bool
+	Timeout time.Duration
+}
