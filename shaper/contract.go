@@ -161,6 +161,11 @@ type Policies struct {
 	// Weights are per-key DRR weights under Fairness (absent = 1), by exact
 	// key. Not modified by the shaper.
 	Weights map[string]int
+	// KeyConcurrency is the most tries of one admission key (Job.Key) in
+	// flight at once (queue.key_concurrency), retries included; 0 = no
+	// bound per key, else 1..Concurrency. A job whose key is at it waits,
+	// keeping its place, while jobs of other keys start. Memory queue only.
+	KeyConcurrency int
 	// Priorities is the number of priority levels (queue.priorities,
 	// 1..MaxPriorities; 0 = 1, off): a job's Shaper-Priority P, 0 ≤ P <
 	// Priorities, 0 the most urgent; a job without one is in the least

@@ -31,9 +31,10 @@ type lane struct {
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
 	inflight int
-	limit    int  // tries allowed in flight at the last gate
-	removed  bool // dropped from the config: no intake, drains, then goes
-	noSpace  bool // the queue's store was out of space at the last store (storefull.go)
+	perKey   keyFlight // tries in flight per key, under KeyConcurrency (keyconc.go)
+	limit    int       // tries allowed in flight at the last gate
+	removed  bool      // dropped from the config: no intake, drains, then goes
+	noSpace  bool      // the queue's store was out of space at the last store (storefull.go)
 	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
@@ -79,6 +80,7 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 			delivered: map[Outcome]uint64{}},
 	}
 	l.wake = wake.NewHandle(l)
+	l.perKey.may = l.perKey.mayStart // bound once: a method value per Take would allocate
 	l.compose()
 	l.setConfig(cfg, now)
 	l.noteAdmitter()
@@ -125,6 +127,7 @@ func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.configurePolicies(cfg)
 	l.sched.setRate(l.gate(now).Rate)
 	l.q.Configure(queueSettings(cfg))
+	l.perKey.setMax(cfg.KeyConcurrency)
 	l.m.Capacity.Set(float64(cfg.Capacity))
 	l.m.RateConfigured.Set(cfg.Rate)
 }
@@ -147,7 +150,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		if !l.mayStart(g) {
 			break
 		}
-		readyAt, ok := l.q.NextReady()
+		readyAt, ok := l.nextReady()
 		if !ok {
 			break
 		}
@@ -155,7 +158,10 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		if slot.After(now) {
 			break
 		}
-		job, _, _ := l.q.Take(now)
+		job, ok := l.take(now)
+		if !ok { // only jobs of keys at their cap were due
+			break
+		}
 		if l.expired(job, now) {
 			continue // dropped without consuming the slot
 		}
@@ -182,6 +188,7 @@ func (l *lane) mayStart(g policy.Gate) bool {
 func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.sched.start(slot, queue.JobCost(job))
 	l.inflight++
+	l.perKey.started(job)
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
 	for _, p := range l.policies {
@@ -229,7 +236,7 @@ func (l *lane) reschedule(now time.Time) {
 	}
 	g := l.gate(now)
 	var at time.Time
-	readyAt, ok := l.q.NextReady()
+	readyAt, ok := l.nextReady()
 	if !l.mayStart(g) {
 		ok = false // an answer or a change reschedules
 	} else if ok {

@@ -115,6 +115,12 @@ func normalizePolicies(ls *LaneSettings, bad func(string, ...any)) {
 		bad("max cost: must be 1..capacity (%d), got %d", ls.Capacity, b.MaxCost)
 	}
 	normalizeSchedule(ls, bad)
+	if b.KeyConcurrency < 0 || b.KeyConcurrency > ls.Concurrency {
+		bad("key concurrency: must be 0 (off)..concurrency (%d), got %d", ls.Concurrency, b.KeyConcurrency)
+	}
+	if ls.Durable && b.KeyConcurrency > 0 {
+		bad("key concurrency: needs the memory queue")
+	}
 	if !b.Fairness {
 		return
 	}
