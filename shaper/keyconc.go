@@ -44,8 +44,11 @@ func (k *keyFlight) started(job *queue.Job) {
 // finished counts job's try done and reports whether its key was at the
 // cap (a job of the key may have waited: the lane's schedule restarts).
 func (k *keyFlight) finished(job *queue.Job) (wasAtCap bool) {
+	if k.n == nil { // no cap: no lookup on the hot path
+		return false
+	}
 	c, ok := k.n[job.Key]
-	if !ok { // no cap, or started before it was set
+	if !ok { // started before the cap was set
 		return false
 	}
 	if c <= 1 {
