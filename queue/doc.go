@@ -18,6 +18,7 @@
 //	intake     Intake       Memory (Fits, DropFront): Bucket, Fair
 //	                        Shares (Share, Keys): Fair
 //	drain      Drain        Settler (Ack, Keep, GiveUp): durable
+//	                        Picker (NextReadyIf, TakeIf): Bucket, Fair
 //	lifecycle  Lifecycle    Service (Start, Close): durable
 //
 // A kind hands its lane a Roles value (its Roles method): the Queue, and
@@ -52,4 +53,15 @@
 // kind implements the same methods with its own order. Bucket and Fair
 // do so; the durable kind keeps one level and no delayed jobs yet (the
 // config and the lane refuse them before they reach it).
+//
+// # Where per-key concurrency goes
+//
+// A cap on one key's deliveries in flight is the lane's to count (it
+// knows when a try ends); the queue is asked only to pass over the jobs of
+// a key at its cap without moving them. That is the Picker role: NextReady
+// and Take with a predicate on the key, keeping Take's order among the
+// jobs that may start. A role rather than a new argument to Take, so that
+// a kind that cannot pass jobs over (the durable kind's drainer hands them
+// out in stream order) does not pretend to, and the lane's plain path
+// stays as it was when no cap is set.
 package queue
