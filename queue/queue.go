@@ -270,6 +270,11 @@ type Settings struct {
 	// below 1 = 1 (no priorities). One Capacity is shared by every level.
 	// A change moves held jobs to their new level, keeping their order.
 	Priorities int
+	// KeyConcurrency is the lane's cap on one key's tries in flight (0 =
+	// none). The lane counts them and drains through Picker; a kind only
+	// sizes what it holds for it: a durable kind fetches more jobs ahead,
+	// so that the drain can pass over a capped key's.
+	KeyConcurrency int
 }
 
 // levelCount is s's number of priority levels, at least 1.

@@ -105,7 +105,7 @@ func newMemoryQueue(cfg LaneSettings) queue.Roles {
 // queueSettings are cfg's settings for its queue.
 func queueSettings(cfg LaneSettings) queue.Settings {
 	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights, MaxBytes: cfg.MaxBytes,
-		Priorities: cfg.Priorities}
+		Priorities: cfg.Priorities, KeyConcurrency: cfg.KeyConcurrency}
 }
 
 // kick reschedules the lane after its queue fetched jobs (a durable kind).
