@@ -165,7 +165,7 @@ type Queue struct {
 	// KeyConcurrency is the most deliveries of one admission key in
 	// flight at once (retries included); 0 = off, else 1..concurrency.
 	// A job whose key is at it waits, keeping its place, while jobs of
-	// other keys start. Memory backend only, for now.
+	// other keys start.
 	KeyConcurrency int `mapstructure:"key_concurrency"`
 }
 

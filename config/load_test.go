@@ -35,7 +35,6 @@ nats.embedded.max_store: must be 0 (the server's own limit) or 1MiB..1048576GiB,
 		{"priorities_jetstream", `downstreams.printer.queue.priorities: 3 levels need queue.backend memory: priorities are not durable on jetstream yet; use backend: memory, or priorities: 1 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_PRIORITIES)`},
 		{"key_concurrency_bad", `downstreams.printer.queue.key_concurrency: must be 0 (off) or 1..concurrency (4), got 5 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_KEY_CONCURRENCY)
 downstreams.scanner.queue.key_concurrency: must be 0 (off) or 1..concurrency (1), got -1 (env SHAPER_DOWNSTREAMS_SCANNER_QUEUE_KEY_CONCURRENCY)`},
-		{"key_concurrency_jetstream", `downstreams.printer.queue.key_concurrency: 2 needs queue.backend memory: per-key concurrency is not enforced on jetstream yet; use backend: memory, or key_concurrency: 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_KEY_CONCURRENCY)`},
 		{"max_delay_bad", `downstreams.printer.queue.max_delay: must be 1ms..168h, got 200h (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_DELAY)`},
 		{"zero_capacity", `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
 		{"missing_sink", `downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},

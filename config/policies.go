@@ -66,16 +66,10 @@ func (d Downstream) policies() shaper.Policies {
 }
 
 // validateKeyConcurrency checks queue.key_concurrency: 0 (off) up to the
-// downstream's concurrency (a cap at or above it bounds nothing), on the
-// memory backend.
+// downstream's concurrency (a cap above it would bound nothing).
 func (d Downstream) validateKeyConcurrency(v validator, p string) {
 	k, n := p+"queue.key_concurrency", d.Queue.KeyConcurrency
-	switch {
-	case !v.ok(k) || !v.ok(p+"concurrency"):
-	case n < 0 || n > d.Concurrency:
+	if v.ok(k) && v.ok(p+"concurrency") && (n < 0 || n > d.Concurrency) {
 		v.add(k, "must be 0 (off) or 1..concurrency (%d), got %d", d.Concurrency, n)
-	case n > 0 && d.Queue.Backend == BackendJetStream && v.ok(p+"queue.backend"):
-		v.add(k, "%d needs queue.backend memory: per-key concurrency is not enforced on jetstream yet; "+
-			"use backend: memory, or key_concurrency: 0", n)
 	}
 }

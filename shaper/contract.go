@@ -164,7 +164,7 @@ type Policies struct {
 	// KeyConcurrency is the most tries of one admission key (Job.Key) in
 	// flight at once (queue.key_concurrency), retries included; 0 = no
 	// bound per key, else 1..Concurrency. A job whose key is at it waits,
-	// keeping its place, while jobs of other keys start. Memory queue only.
+	// keeping its place, while jobs of other keys start.
 	KeyConcurrency int
 	// Priorities is the number of priority levels (queue.priorities,
 	// 1..MaxPriorities; 0 = 1, off): a job's Shaper-Priority P, 0 ≤ P <

@@ -118,9 +118,6 @@ func normalizePolicies(ls *LaneSettings, bad func(string, ...any)) {
 	if b.KeyConcurrency < 0 || b.KeyConcurrency > ls.Concurrency {
 		bad("key concurrency: must be 0 (off)..concurrency (%d), got %d", ls.Concurrency, b.KeyConcurrency)
 	}
-	if ls.Durable && b.KeyConcurrency > 0 {
-		bad("key concurrency: needs the memory queue")
-	}
 	if !b.Fairness {
 		return
 	}

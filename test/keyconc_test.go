@@ -15,9 +15,18 @@ import (
 // each 1 s) are sent before a fast tenant's 20: the slow tenant never has
 // more than 1 request in flight, the fast tenant's jobs start at the rate
 // meanwhile instead of waiting behind the slow ones, and every job is
-// delivered once.
+// delivered once. On both backends: on jetstream the drainer holds the
+// slow tenant's fetched jobs while it hands out the fast one's.
 func TestKeyConcurrency(t *testing.T) {
-	t.Parallel()
+	for _, backend := range []string{"memory", "jetstream"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			keyConcurrency(t, backend)
+		})
+	}
+}
+
+func keyConcurrency(t *testing.T, backend string) {
 	const slow, fast = 5, 20
 	srv := runNATS(t)
 	ds := newDownstream(t)
@@ -45,10 +54,10 @@ func TestKeyConcurrency(t *testing.T) {
   api:
     rate: 20/s
     concurrency: 4
-    queue: { capacity: 100, backend: memory, key_concurrency: 1 }
+    queue: { capacity: 100, backend: %s, key_concurrency: 1 }
     sink:
       http: { url: %q, timeout: 5s }
-`, ds.URL)
+`, backend, ds.URL)
 	in := startDaemon(t, srv, baseConfig(lane))
 	send := func(key, body string) {
 		r := in.request(t, "shaper.jobs.api", []byte(body), map[string]string{"Shaper-Key": key})
