@@ -164,13 +164,15 @@ type Service interface {
 
 // Picker is the role of a kind that can pass over the jobs of a key that
 // may not start now (per-key concurrency: the key has its most tries in
-// flight) without moving them: the memory kinds. may reports whether a job
+// flight) without moving them: both memory kinds, and a durable kind over
+// the jobs it has fetched. may reports whether a job
 // of key may start; nil = every key may. With a may that allows every key
 // they answer as NextReady and Take do. A passed-over job keeps its place:
 // once its key may start again it is next among the jobs that may, in the
 // order Take serves (levels, retries, fairness, FIFO). A key passed over
 // in a fair queue earns no credit while it waits. Each call costs, beyond
-// Take's, a look at every job passed over (a fair queue: every key).
+// Take's, a look at every job passed over (a fair queue: every key). The
+// calls are made under the lane's lock, like every other.
 type Picker interface {
 	// NextReadyIf is NextReady over the jobs whose key may start; a job
 	// whose key may not does not count until its key may (the lane asks
