@@ -102,3 +102,35 @@ func TestKeyConcurrencyFair(t *testing.T) {
 		}
 	})
 }
+
+// TestKeyFlightReload: a cap set while tries are in flight counts the
+// tries started from then on; the earlier ones end without effect, and
+// lifting the cap forgets every count.
+func TestKeyFlightReload(t *testing.T) {
+	var k keyFlight
+	a := &queue.Job{Key: "a"}
+	k.started(a) // no cap: not counted
+	k.setMax(1)
+	if !k.mayStart("a") {
+		t.Fatal("a try started before the cap counts against it")
+	}
+	if k.finished(a) {
+		t.Error("the uncounted try ended at the cap")
+	}
+	k.started(a)
+	if k.mayStart("a") || !k.mayStart("b") {
+		t.Fatal("a at its cap of 1: a may not start, b may")
+	}
+	k.setMax(2)
+	if !k.mayStart("a") {
+		t.Fatal("a raised cap of 2 lets a second try of a start")
+	}
+	if k.finished(a) || len(k.n) != 0 { // 1 of 2 in flight: not at the cap
+		t.Errorf("after a's try ended under a cap of 2: at cap, counts %v", k.n)
+	}
+	k.started(a)
+	k.setMax(0)
+	if k.finished(a) || len(k.n) != 0 {
+		t.Errorf("after the cap was lifted: counts %v", k.n)
+	}
+}
