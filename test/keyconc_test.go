@@ -18,6 +18,7 @@ import (
 // delivered once. On both backends: on jetstream the drainer holds the
 // slow tenant's fetched jobs while it hands out the fast one's.
 func TestKeyConcurrency(t *testing.T) {
+	t.Parallel()
 	for _, backend := range []string{"memory", "jetstream"} {
 		t.Run(backend, func(t *testing.T) {
 			t.Parallel()
