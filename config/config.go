@@ -162,6 +162,11 @@ type Queue struct {
 	// Shaper-Not-Before) may be. The jetstream backend refuses delayed
 	// jobs, for now.
 	MaxDelay time.Duration `mapstructure:"max_delay"`
+	// KeyConcurrency is the most deliveries of one admission key in
+	// flight at once (retries included); 0 = off, else 1..concurrency.
+	// A job whose key is at it waits, keeping its place, while jobs of
+	// other keys start.
+	KeyConcurrency int `mapstructure:"key_concurrency"`
 }
 
 // Admission configures per-key admission control: one limit (Mode, Rate,

@@ -17,6 +17,7 @@ func (d Downstream) validatePolicies(v validator, p string) {
 		v.add(k, "%d levels need queue.backend memory: priorities are not durable on jetstream yet; "+
 			"use backend: memory, or priorities: 1", q.Priorities)
 	}
+	d.validateKeyConcurrency(v, p)
 	k := p + "queue.fairness"
 	switch {
 	case !v.ok(k):
@@ -58,7 +59,17 @@ func (d Downstream) policies() shaper.Policies {
 		KeyCapacity:       d.Queue.KeyCapacity,
 		Weights:           w,
 		Priorities:        d.Queue.Priorities,
+		KeyConcurrency:    d.Queue.KeyConcurrency,
 		MaxDelay:          d.Queue.MaxDelay,
 		Limits:            d.Admission.limiterConfigs(),
+	}
+}
+
+// validateKeyConcurrency checks queue.key_concurrency: 0 (off) up to the
+// downstream's concurrency (a cap above it would bound nothing).
+func (d Downstream) validateKeyConcurrency(v validator, p string) {
+	k, n := p+"queue.key_concurrency", d.Queue.KeyConcurrency
+	if v.ok(k) && v.ok(p+"concurrency") && (n < 0 || n > d.Concurrency) {
+		v.add(k, "must be 0 (off) or 1..concurrency (%d), got %d", d.Concurrency, n)
 	}
 }

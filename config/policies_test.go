@@ -26,14 +26,15 @@ downstreams.printer.queue.weights: expected weights like gold=3,silver=2, got a 
 
 func TestPoliciesSettings(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadWith("testdata/policies_full.yaml", Options{Environ: []string{"SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST=8"}})
+	cfg, err := LoadWith("testdata/policies_full.yaml", Options{Environ: []string{"SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST=8",
+		"SHAPER_DOWNSTREAMS_GQL_QUEUE_KEY_CONCURRENCY=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := cfg.ShaperSettings().Lanes[0].Policies
 	want := shaper.Policies{MaxCost: 8, RejectWouldExpire: true, Shadow: true, AdmissionShadow: true,
 		Adaptive: true, Fairness: true, KeyCapacity: 20, Weights: map[string]int{"Gold": 3, "silver": 2},
-		Priorities: 1, MaxDelay: 24 * time.Hour}
+		Priorities: 1, MaxDelay: 24 * time.Hour, KeyConcurrency: 1}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Policies = %+v, want %+v", got, want)
 	}

@@ -42,8 +42,9 @@ func NewBucket(s Settings) *Bucket {
 	return b
 }
 
-// Roles is the bucket with the roles it plays: its jobs live in memory.
-func (b *Bucket) Roles() Roles { return Roles{Queue: b, Memory: b} }
+// Roles is the bucket with the roles it plays: its jobs live in memory,
+// and the drain may pass over a key's jobs.
+func (b *Bucket) Roles() Roles { return Roles{Queue: b, Memory: b, Picker: b} }
 
 // Offer appends job at the back of its level (a delayed job: to the
 // delayed set), or refuses it, changing nothing, with ErrFull when its

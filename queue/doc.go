@@ -18,6 +18,7 @@
 //	intake     Intake       Memory (Fits, DropFront): Bucket, Fair
 //	                        Shares (Share, Keys): Fair
 //	drain      Drain        Settler (Ack, Keep, GiveUp): durable
+//	                        Picker (NextReadyIf, TakeIf): every kind here
 //	lifecycle  Lifecycle    Service (Start, Close): durable
 //
 // A kind hands its lane a Roles value (its Roles method): the Queue, and
@@ -52,4 +53,16 @@
 // kind implements the same methods with its own order. Bucket and Fair
 // do so; the durable kind keeps one level and no delayed jobs yet (the
 // config and the lane refuse them before they reach it).
+//
+// # Where per-key concurrency goes
+//
+// A cap on one key's deliveries in flight is the lane's to count (it
+// knows when a try ends); the queue is asked only to pass over the jobs of
+// a key at its cap without moving them. That is the Picker role: NextReady
+// and Take with a predicate on the key, keeping Take's order among the
+// jobs that may start. The durable kind passes over what it has fetched
+// (and fetches further ahead while a cap is set: Settings.KeyConcurrency).
+// A role rather than a new argument to Take, so that the lane's plain
+// path stays as it was when no cap is set, and a kind that could not pass
+// jobs over would not have to pretend to.
 package queue

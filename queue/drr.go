@@ -46,38 +46,68 @@ func (d *drr) push(e entry, weight func(string) int) {
 	d.cost += c
 }
 
-// nextReady is when the level's next job is ready: the key being served's
-// front job (fresh jobs are ready from their enqueue time) or the
-// earliest retry, whichever is sooner.
-func (d *drr) nextReady() (time.Time, bool) {
+// nextReadyIf is when the level's next job whose key may start (Picker;
+// nil: any) is ready: the front job of the first such key from the one
+// being served (fresh jobs are ready from their enqueue time) or the
+// earliest such retry, whichever is sooner.
+func (d *drr) nextReadyIf(may func(string) bool) (time.Time, bool) {
 	var front entry
-	ok := len(d.ring) > 0
-	if ok {
-		front = d.ring[d.cur].jobs[0]
+	ok := false
+	for i := range d.ring {
+		if k := d.ring[(d.cur+i)%len(d.ring)]; allows(may, k.key) {
+			front, ok = k.jobs[0], true
+			break
+		}
 	}
-	return d.retries.before(front.at, ok)
+	if r, rok := d.retries.firstIf(may); rok && (!ok || r.at.Before(front.at)) {
+		return r.at, true
+	}
+	return front.at, ok
 }
 
-// take removes the level's job to start at now: a ready retry (retry
-// true), else the front job of the key whose turn it is.
-func (d *drr) take(now time.Time) (e entry, retry, ok bool) {
-	if e, ok := d.retries.popReady(now); ok {
+// takeIf removes the level's job to start at now among the keys that may
+// start (Picker; nil: any): a ready retry (retry true), else the front job
+// of the key whose turn it is. A key that may not is passed over: it loses the rest of its turn and earns no credit
+// while it waits, so it cannot make up for the wait once it may again.
+func (d *drr) takeIf(now time.Time, may func(string) bool) (e entry, retry, ok bool) {
+	if e, ok := d.retries.popReadyIf(now, may); ok {
 		d.cost -= JobCost(e.job)
 		return e, true, true
 	}
-	if len(d.ring) == 0 {
+	if !d.anyAllowed(may) {
 		return entry{}, false, false
 	}
 	k := d.ring[d.cur]
-	for k.deficit < JobCost(k.jobs[0].job) { // DRR: the next key's turn
+	for !allows(may, k.key) || k.deficit < JobCost(k.jobs[0].job) { // DRR: the next key's turn
+		if !allows(may, k.key) {
+			k.deficit = 0
+		}
 		d.cur = (d.cur + 1) % len(d.ring)
 		k = d.ring[d.cur]
-		k.deficit += k.weight
+		if allows(may, k.key) {
+			k.deficit += k.weight
+		}
 	}
 	e = d.popFront(d.cur)
 	k.deficit -= JobCost(e.job)
 	return e, false, true
 }
+
+// anyAllowed reports whether a key with queued jobs may start.
+func (d *drr) anyAllowed(may func(string) bool) bool {
+	if may == nil {
+		return len(d.ring) > 0
+	}
+	for _, k := range d.ring {
+		if may(k.key) {
+			return true
+		}
+	}
+	return false
+}
+
+// allows reports whether may lets a job of key start (nil: every key).
+func allows(may func(string) bool, key string) bool { return may == nil || may(key) }
 
 // popFront removes the front job of the key at ring index i, and the key
 // when that empties it.

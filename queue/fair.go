@@ -40,6 +40,7 @@ var (
 	_ Queue  = (*Fair)(nil)
 	_ Memory = (*Fair)(nil)
 	_ Shares = (*Fair)(nil)
+	_ Picker = (*Fair)(nil)
 )
 
 // NewFair returns an empty fair queue configured by s.
@@ -50,8 +51,9 @@ func NewFair(s Settings) *Fair {
 }
 
 // Roles is the fair queue with the roles it plays: its jobs live in
-// memory, and each key holds at most its share.
-func (q *Fair) Roles() Roles { return Roles{Queue: q, Memory: q, Shares: q} }
+// memory, each key holds at most its share, and the drain may pass over
+// a key's jobs.
+func (q *Fair) Roles() Roles { return Roles{Queue: q, Memory: q, Shares: q, Picker: q} }
 
 // Configure applies a new bound, per-key bound, weights and number of
 // levels in place; held jobs move to their level under the new count
@@ -206,22 +208,30 @@ func (q *Fair) promote(now time.Time) {
 	}
 }
 
-func (q *Fair) NextReady() (time.Time, bool) {
+func (q *Fair) NextReady() (time.Time, bool) { return q.NextReadyIf(nil) }
+
+// NextReadyIf is NextReady over the keys that may start (Picker).
+func (q *Fair) NextReadyIf(may func(key string) bool) (time.Time, bool) {
 	t, ok := q.delayed.next()
 	for i := range q.levels {
-		if at, lok := q.levels[i].nextReady(); lok && (!ok || at.Before(t)) {
+		if at, lok := q.levels[i].nextReadyIf(may); lok && (!ok || at.Before(t)) {
 			t, ok = at, true
 		}
 	}
 	return t, ok
 }
 
-func (q *Fair) Take(now time.Time) (*Job, time.Time, bool) {
+func (q *Fair) Take(now time.Time) (*Job, time.Time, bool) { return q.TakeIf(now, nil) }
+
+// TakeIf is Take of the first job, in Take's order, whose key may start
+// (Picker): a level whose ready jobs are all of keys that may not is
+// passed over for the next.
+func (q *Fair) TakeIf(now time.Time, may func(key string) bool) (*Job, time.Time, bool) {
 	if q.delayed.len() > 0 {
 		q.promote(now)
 	}
 	for i := range q.levels {
-		e, retry, ok := q.levels[i].take(now)
+		e, retry, ok := q.levels[i].takeIf(now, may)
 		if !ok {
 			continue
 		}

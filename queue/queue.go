@@ -162,6 +162,27 @@ type Service interface {
 	Close() error
 }
 
+// Picker is the role of a kind that can pass over the jobs of a key that
+// may not start now (per-key concurrency: the key has its most tries in
+// flight) without moving them: both memory kinds, and a durable kind over
+// the jobs it has fetched. may reports whether a job
+// of key may start; nil = every key may. With a may that allows every key
+// they answer as NextReady and Take do. A passed-over job keeps its place:
+// once its key may start again it is next among the jobs that may, in the
+// order Take serves (levels, retries, fairness, FIFO). A key passed over
+// in a fair queue earns no credit while it waits. Each call costs, beyond
+// Take's, a look at every job passed over (a fair queue: every key). The
+// calls are made under the lane's lock, like every other.
+type Picker interface {
+	// NextReadyIf is NextReady over the jobs whose key may start; a job
+	// whose key may not does not count until its key may (the lane asks
+	// again when a try of that key ends).
+	NextReadyIf(may func(key string) bool) (time.Time, bool)
+	// TakeIf is Take of the first job, in the order Take serves, whose
+	// key may start; ok is false when no such job is ready at now.
+	TakeIf(now time.Time, may func(key string) bool) (*Job, time.Time, bool)
+}
+
 // Roles is one downstream's queue as its lane holds it: the Queue every
 // kind is, and the roles only some kinds play, nil where the kind does not
 // play them. Each kind's Roles method fills in the roles it plays; the
@@ -172,6 +193,7 @@ type Roles struct {
 	Shares  Shares  // nil: no per-key shares
 	Settler Settler // nil: a taken job needs no settling
 	Service Service // nil: no goroutines of its own
+	Picker  Picker  // nil: jobs start in order only (no per-key concurrency)
 }
 
 // Stored reports where an offered job went (Then). A memory kind's is the
@@ -250,6 +272,11 @@ type Settings struct {
 	// below 1 = 1 (no priorities). One Capacity is shared by every level.
 	// A change moves held jobs to their new level, keeping their order.
 	Priorities int
+	// KeyConcurrency is the lane's cap on one key's tries in flight (0 =
+	// none). The lane counts them and drains through Picker; a kind only
+	// sizes what it holds for it: a durable kind fetches more jobs ahead,
+	// so that the drain can pass over a capped key's.
+	KeyConcurrency int
 }
 
 // levelCount is s's number of priority levels, at least 1.

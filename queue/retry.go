@@ -39,6 +39,32 @@ func (r *retryList) popReady(now time.Time) (entry, bool) {
 	return e, true
 }
 
+// popReadyIf removes and returns the first retry ready at now whose key
+// may start (may nil: any).
+func (r *retryList) popReadyIf(now time.Time, may func(string) bool) (entry, bool) {
+	l := *r
+	for i := 0; i < len(l) && !l[i].at.After(now); i++ {
+		if may == nil || may(l[i].job.Key) {
+			e := l[i]
+			copy(l[i:], l[i+1:])
+			l[len(l)-1] = entry{} // let the job be collected
+			*r = l[:len(l)-1]
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
+// firstIf is the first retry whose key may start (may nil: the first).
+func (r retryList) firstIf(may func(string) bool) (entry, bool) {
+	for _, e := range r {
+		if may == nil || may(e.job.Key) {
+			return e, true
+		}
+	}
+	return entry{}, false
+}
+
 // before returns when the next job is ready: the first retry's time if it
 // comes before a fresh job ready at fresh (or there is none, ok false).
 func (r retryList) before(fresh time.Time, ok bool) (time.Time, bool) {

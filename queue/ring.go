@@ -56,3 +56,21 @@ func (r *ring[T]) grow() {
 	}
 	r.buf, r.head = buf, 0
 }
+
+// at returns the i-th item from the front (0 ≤ i < len).
+func (r *ring[T]) at(i int) T { return r.buf[(r.head+i)&(len(r.buf)-1)] }
+
+// removeAt removes and returns the i-th item from the front (0 ≤ i < len),
+// moving the items before it one place back: the others keep their order.
+func (r *ring[T]) removeAt(i int) T {
+	mask := len(r.buf) - 1
+	v := r.at(i)
+	for j := i; j > 0; j-- {
+		r.buf[(r.head+j)&mask] = r.buf[(r.head+j-1)&mask]
+	}
+	var zero T
+	r.buf[r.head] = zero // release the reference for the GC
+	r.head = (r.head + 1) & mask
+	r.n--
+	return v
+}

@@ -29,8 +29,8 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	defer l.mu.Unlock()
 	l.c.tries++
 	l.c.trySeconds += now.Sub(job.Dispatched).Seconds()
-	if l.inflight >= l.limit {
-		l.sched.restartFrom(now) // was at its cap: no catch-up for the time blocked
+	if l.perKey.Finished(job) || l.inflight >= l.limit {
+		l.sched.restartFrom(now) // was at its cap (the lane's or the key's): no catch-up for the time blocked
 	}
 	l.inflight--
 	l.m.Inflight.Set(float64(l.inflight))

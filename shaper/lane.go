@@ -31,9 +31,10 @@ type lane struct {
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
 	inflight int
-	limit    int  // tries allowed in flight at the last gate
-	removed  bool // dropped from the config: no intake, drains, then goes
-	noSpace  bool // the queue's store was out of space at the last store (storefull.go)
+	perKey   policy.KeyFlight // tries in flight per key, under KeyConcurrency (keyconc.go)
+	limit    int              // tries allowed in flight at the last gate
+	removed  bool             // dropped from the config: no intake, drains, then goes
+	noSpace  bool             // the queue's store was out of space at the last store (storefull.go)
 	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
@@ -103,7 +104,7 @@ func newMemoryQueue(cfg LaneSettings) queue.Roles {
 // queueSettings are cfg's settings for its queue.
 func queueSettings(cfg LaneSettings) queue.Settings {
 	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights, MaxBytes: cfg.MaxBytes,
-		Priorities: cfg.Priorities}
+		Priorities: cfg.Priorities, KeyConcurrency: cfg.KeyConcurrency}
 }
 
 // kick reschedules the lane after its queue fetched jobs (a durable kind).
@@ -125,6 +126,7 @@ func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.configurePolicies(cfg)
 	l.sched.setRate(l.gate(now).Rate)
 	l.q.Configure(queueSettings(cfg))
+	l.perKey.SetMax(cfg.KeyConcurrency)
 	l.m.Capacity.Set(float64(cfg.Capacity))
 	l.m.RateConfigured.Set(cfg.Rate)
 }
@@ -147,7 +149,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		if !l.mayStart(g) {
 			break
 		}
-		readyAt, ok := l.q.NextReady()
+		readyAt, ok := l.nextReady()
 		if !ok {
 			break
 		}
@@ -155,7 +157,10 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		if slot.After(now) {
 			break
 		}
-		job, _, _ := l.q.Take(now)
+		job, ok := l.take(now)
+		if !ok { // only jobs of keys at their cap were due
+			break
+		}
 		if l.expired(job, now) {
 			continue // dropped without consuming the slot
 		}
@@ -182,6 +187,7 @@ func (l *lane) mayStart(g policy.Gate) bool {
 func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.sched.start(slot, queue.JobCost(job))
 	l.inflight++
+	l.perKey.Started(job)
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
 	for _, p := range l.policies {
@@ -229,7 +235,7 @@ func (l *lane) reschedule(now time.Time) {
 	}
 	g := l.gate(now)
 	var at time.Time
-	readyAt, ok := l.q.NextReady()
+	readyAt, ok := l.nextReady()
 	if !l.mayStart(g) {
 		ok = false // an answer or a change reschedules
 	} else if ok {

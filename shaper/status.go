@@ -19,10 +19,13 @@ type LaneStatus struct {
 	// admin API or by pushback) or held by the breaker.
 	EffectiveRate float64 `json:"effective_rate"`
 	Concurrency   int     `json:"concurrency"`
-	Depth         int     `json:"depth"` // queued jobs, including retries waiting for backoff
-	Capacity      int     `json:"capacity"`
-	Inflight      int     `json:"inflight"`
-	Paused        bool    `json:"paused"` // by the admin API
+	// KeyConcurrency is the most tries of one admission key in flight at
+	// once (queue.key_concurrency); 0 = no bound per key.
+	KeyConcurrency int  `json:"key_concurrency"`
+	Depth          int  `json:"depth"` // queued jobs, including retries waiting for backoff
+	Capacity       int  `json:"capacity"`
+	Inflight       int  `json:"inflight"`
+	Paused         bool `json:"paused"` // by the admin API
 	// PausedUntil is when a timed pause by the admin API ends; nil for
 	// none, or for a pause until resumed.
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
@@ -96,7 +99,8 @@ func (l *lane) status(now time.Time) LaneStatus {
 	defer l.mu.Unlock()
 	st := LaneStatus{
 		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.sched.rate, Concurrency: l.cfg.Concurrency,
-		Depth: l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.pause.Holding(now),
+		KeyConcurrency: l.cfg.KeyConcurrency,
+		Depth:          l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.pause.Holding(now),
 		Removing: l.removed, StoreFull: l.noSpace,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
 		Retries: l.c.retries, Pushbacks: l.c.pushbacks, Tries: l.c.tries, TrySeconds: l.c.trySeconds,

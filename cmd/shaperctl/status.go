@@ -26,7 +26,7 @@ type statusOptions struct {
 
 // knownColumns are the /v1/downstreams keys shown in fixed columns; every
 // other key is a counter.
-var knownColumns = []string{"name", "rate", "effective_rate", "depth", "capacity", "inflight", "paused", "paused_until"}
+var knownColumns = []string{"name", "rate", "effective_rate", "depth", "capacity", "inflight", "key_concurrency", "paused", "paused_until"}
 
 // counterOrder puts the job lifecycle counters first, in lifecycle order;
 // unknown counters follow alphabetically.
@@ -127,7 +127,7 @@ func renderStatus(w io.Writer, downstreams []map[string]any) error {
 	fmt.Fprintln(tw, "NAME\tRATE\tQUEUE\tINFLIGHT\tPAUSED\tCOUNTERS")
 	for _, d := range downstreams {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", valueText(d["name"]), rateColumn(d),
-			queueColumn(d), valueText(d["inflight"]), pausedColumn(d), countersColumn(d))
+			queueColumn(d), inflightColumn(d), pausedColumn(d), countersColumn(d))
 	}
 	return tw.Flush()
 }
@@ -159,6 +159,15 @@ func queueColumn(d map[string]any) string {
 		return valueText(d["depth"]) + "/" + valueText(d["capacity"])
 	}
 	return bar(depth/capacity, 10) + " " + valueText(depth) + "/" + valueText(capacity)
+}
+
+// inflightColumn is "3", or "3 (≤1/key)" under queue.key_concurrency.
+func inflightColumn(d map[string]any) string {
+	s := valueText(d["inflight"])
+	if n, ok := d["key_concurrency"].(float64); ok && n > 0 {
+		s += " (≤" + valueText(n) + "/key)"
+	}
+	return s
 }
 
 // bar draws a fill fraction as [###-------], width cells wide.

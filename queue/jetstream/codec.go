@@ -16,6 +16,7 @@ const (
 	hdrJobID    = "Shaper-Job-Id"
 	hdrDeadline = "Shaper-Deadline" // unix nanoseconds; absent = none
 	hdrEnqueued = "Shaper-Enqueued" // unix nanoseconds
+	hdrKey      = "Shaper-Key"      // the admission key (per-key concurrency); absent = ""
 	hdrMsgID    = nats.MsgIdHdr     // the producer's id: the stream dedupes on it
 )
 
@@ -33,6 +34,9 @@ func encode(subject string, job *queue.Job) *nats.Msg {
 	if job.DedupeID != "" {
 		m.Header[hdrMsgID] = []string{job.DedupeID}
 	}
+	if job.Key != "" {
+		m.Header[hdrKey] = []string{job.Key}
+	}
 	return m
 }
 
@@ -40,7 +44,7 @@ func encode(subject string, job *queue.Job) *nats.Msg {
 // delivery count minus this one) count as failures.
 func decode(m natsjs.Msg, lane string) *queue.Job {
 	h := m.Headers()
-	job := &queue.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID)}
+	job := &queue.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID), Key: h.Get(hdrKey)}
 	job.Enqueued = unixNano(h.Get(hdrEnqueued))
 	job.Deadline = unixNano(h.Get(hdrDeadline))
 	if md, err := m.Metadata(); err == nil {

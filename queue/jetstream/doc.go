@@ -65,8 +65,10 @@
 // pinned and receives messages; if it stops pulling for PinnedTTL the server
 // pins another. So N instances drain at the configured rate in total. The
 // pinned instance keeps at most a small prefetch in memory (max(concurrency,
-// rate × 20 ms), at most 100); the lane's scheduler decides when each
-// starts. A delivered job is acked; a failed try is nak'ed with its backoff
+// rate × 20 ms), at most 100; 100 under a per-key cap, so that the drain
+// can pass over a capped key's jobs, which stay held in their places:
+// queue.Picker); the lane's scheduler decides when each starts. The job's
+// admission key is stored with it (header Shaper-Key). A delivered job is acked; a failed try is nak'ed with its backoff
 // delay (the retry waits in the stream); a pushback (429/503 Retry-After)
 // holds the job locally while the lane pauses, so it does not count as a
 // try; a job that failed for good or expired is termed after its dead

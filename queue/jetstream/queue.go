@@ -42,7 +42,8 @@ type Queue struct {
 	name     string
 	stream   string
 	subject  string
-	prefetch int
+	prefetch int   // held fetched jobs at most: base, or maxPrefetch under a per-key cap
+	base     int   // prefetchFor the lane's rate and concurrency
 	share    int64 // QueueSettings.StoreShare
 
 	ctx    context.Context
@@ -74,11 +75,15 @@ var (
 	_ queue.Queue   = (*Queue)(nil)
 	_ queue.Settler = (*Queue)(nil)
 	_ queue.Service = (*Queue)(nil)
+	_ queue.Picker  = (*Queue)(nil)
 )
 
 // Roles is the queue with the roles it plays: it settles the jobs it
-// handed out with the stream, and fetches in goroutines of its own.
-func (q *Queue) Roles() queue.Roles { return queue.Roles{Queue: q, Settler: q, Service: q} }
+// handed out with the stream, fetches in goroutines of its own, and the
+// drain may pass over a key's fetched jobs.
+func (q *Queue) Roles() queue.Roles {
+	return queue.Roles{Queue: q, Settler: q, Service: q, Picker: q}
+}
 
 // QueueSettings are what a downstream's queue needs of its lane's settings.
 type QueueSettings struct {
@@ -105,7 +110,7 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	}
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
-		prefetch: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
+		prefetch: prefetchFor(ls), base: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
 		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, bounds: ls.bounds(),
 		unrecorded: map[natsjs.Msg]*recordWrite{},
 	}
@@ -222,6 +227,11 @@ func (q *Queue) Configure(s queue.Settings) {
 	if b != q.bounds {
 		q.bounds, q.capDirty = b, true
 	}
+	q.prefetch = q.base
+	if s.KeyConcurrency > 0 { // look further ahead: a capped key's jobs hold their places in it
+		q.prefetch = maxPrefetch
+	}
+	q.signal()
 }
 
 // Keep holds a job whose delivery was cancelled at shutdown, as a pushback

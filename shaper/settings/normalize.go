@@ -110,6 +110,9 @@ func normalizePolicies(ls *Lane, bad func(string, ...any)) {
 		bad("max cost: must be 1..capacity (%d), got %d", ls.Capacity, b.MaxCost)
 	}
 	normalizeSchedule(ls, bad)
+	if b.KeyConcurrency < 0 || b.KeyConcurrency > ls.Concurrency {
+		bad("key concurrency: must be 0 (off)..concurrency (%d), got %d", ls.Concurrency, b.KeyConcurrency)
+	}
 	if !b.Fairness {
 		return
 	}

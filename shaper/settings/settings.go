@@ -92,6 +92,11 @@ type Policies struct {
 	// (Job.NotBefore) may be (queue.max_delay); 0 = DefaultMaxDelay. A
 	// durable queue refuses delayed jobs, for now.
 	MaxDelay time.Duration
+	// KeyConcurrency is the most tries of one admission key (Job.Key) in
+	// flight at once (queue.key_concurrency), retries included; 0 = no
+	// bound per key, else 1..Concurrency. A job whose key is at it waits,
+	// keeping its place, while jobs of other keys start.
+	KeyConcurrency int
 	// Limits makes the admission rule several limits at once (10/s and
 	// 10000/day): a job is admitted only if every one admits, and the
 	// charges of those that admitted are refunded when another rejects.
