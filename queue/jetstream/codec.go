@@ -17,6 +17,7 @@ const (
 	hdrDeadline = "Shaper-Deadline" // unix nanoseconds; absent = none
 	hdrEnqueued = "Shaper-Enqueued" // unix nanoseconds
 	hdrKey      = "Shaper-Key"      // the admission key (per-key concurrency); absent = ""
+	hdrCost     = "Shaper-Cost"     // the job's cost (its drain time); absent = 1
 	hdrMsgID    = nats.MsgIdHdr     // the producer's id: the stream dedupes on it
 )
 
@@ -37,6 +38,9 @@ func encode(subject string, job *queue.Job) *nats.Msg {
 	if job.Key != "" {
 		m.Header[hdrKey] = []string{job.Key}
 	}
+	if job.Cost > 1 {
+		m.Header[hdrCost] = []string{strconv.Itoa(job.Cost)}
+	}
 	return m
 }
 
@@ -47,6 +51,9 @@ func decode(m natsjs.Msg, lane string) *queue.Job {
 	job := &queue.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID), Key: h.Get(hdrKey)}
 	job.Enqueued = unixNano(h.Get(hdrEnqueued))
 	job.Deadline = unixNano(h.Get(hdrDeadline))
+	if c, err := strconv.Atoi(h.Get(hdrCost)); err == nil && c > 1 {
+		job.Cost = c
+	}
 	if md, err := m.Metadata(); err == nil {
 		if job.ID == "" {
 			job.ID = "seq-" + strconv.FormatUint(md.Sequence.Stream, 10)
