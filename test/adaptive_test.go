@@ -126,13 +126,13 @@ func runShapeInProcess(t *testing.T, sh limitShape, adaptive bool) shapeResult {
 	return runShape(t, sh, d, in.nc, time.Minute)
 }
 
-// TestAdaptiveShapes runs every shape end to end (real NATS, the daemon,
+// adaptiveShapes runs every shape end to end (real NATS, the daemon,
 // a real HTTP downstream) under rate_control adaptive, all at once (they
 // mostly wait: ~35 s in all): each in this process, and two of them (the
 // sliding log; X-RateLimit-*) against the built shaperd too. The bounds
 // are loose for a busy 2-core machine; the strict figures are
-// TestAdaptiveShapeTable's.
-func TestAdaptiveShapes(t *testing.T) {
+// TestAdaptiveShapeTable's. Part of TestRates.
+func adaptiveShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the shapes take ~35 s; run without -short")
 	}

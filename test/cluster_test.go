@@ -61,10 +61,19 @@ func runCluster(t *testing.T) []*server.Server {
 	return srvs
 }
 
-// Three shaperd against a 3-node cluster (replicas 3) drain one downstream
-// at the configured rate in total; killing the active drainer hands the
-// drain to another within failoverBound and loses nothing.
-func TestClusterRateAndFailover(t *testing.T) {
+// TestRates runs the tests that measure achieved rates against the
+// machine's capacity at the same time as each other, and before the
+// other tests (which run in parallel once it is done), not beside them.
+func TestRates(t *testing.T) {
+	t.Run("AdaptiveShapes", func(t *testing.T) { t.Parallel(); adaptiveShapes(t) })
+	t.Run("ClusterRateAndFailover", func(t *testing.T) { t.Parallel(); clusterRateAndFailover(t) })
+}
+
+// clusterRateAndFailover: three shaperd against a 3-node cluster (replicas
+// 3) drain one downstream at the configured rate in total; killing the
+// active drainer hands the drain to another within failoverBound and
+// loses nothing. Part of TestRates.
+func clusterRateAndFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test takes ~25 s; run without -short")
 	}
