@@ -46,18 +46,9 @@ func newKVRates(nc *nats.Conn, j config.JetStream) (*kvRates, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rates bucket: %w", err)
 	}
-	storage := jetstream.FileStorage
-	if j.Storage == "memory" {
-		storage = jetstream.MemoryStorage
-	}
-	return &kvRates{js: js, cfg: jetstream.KeyValueConfig{
-		Bucket:      j.RatesBucket,
-		Description: "shaperd: learned rates of adaptive downstreams",
-		History:     1,
-		TTL:         2 * policy.LearnedMaxAge,
-		Storage:     storage,
-		Replicas:    max(j.Replicas, 1),
-	}}, nil
+	cfg := kvBucketConfig(j, j.RatesBucket, "shaperd: learned rates of adaptive downstreams")
+	cfg.TTL = 2 * policy.LearnedMaxAge
+	return &kvRates{js: js, cfg: cfg}, nil
 }
 
 // bucket finds or creates the bucket.
@@ -72,13 +63,7 @@ func (r *kvRates) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 		return nil, errRatesNotReady
 	}
 	r.lastTry = now
-	kv, err := r.js.KeyValue(ctx, r.cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = r.js.CreateKeyValue(ctx, r.cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) { // another instance was first
-			kv, err = r.js.KeyValue(ctx, r.cfg.Bucket)
-		}
-	}
+	kv, err := findOrCreateKV(ctx, r.js, r.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("rates bucket %s: %w", r.cfg.Bucket, err)
 	}

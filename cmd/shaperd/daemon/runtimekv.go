@@ -43,17 +43,8 @@ func newKVRuntime(nc *nats.Conn, j config.JetStream, log *slog.Logger) (*kvRunti
 	if err != nil {
 		return nil, fmt.Errorf("runtime bucket: %w", err)
 	}
-	storage := jetstream.FileStorage
-	if j.Storage == "memory" {
-		storage = jetstream.MemoryStorage
-	}
-	return &kvRuntime{js: js, log: log, cfg: jetstream.KeyValueConfig{
-		Bucket:      j.RatesBucket + "_RUNTIME",
-		Description: "shaperd: runtime pauses and overrides of durable downstreams",
-		History:     1,
-		Storage:     storage,
-		Replicas:    max(j.Replicas, 1),
-	}}, nil
+	return &kvRuntime{js: js, log: log, cfg: kvBucketConfig(j, j.RatesBucket+"_RUNTIME",
+		"shaperd: runtime pauses and overrides of durable downstreams")}, nil
 }
 
 // bucket finds or creates the bucket.
@@ -63,13 +54,7 @@ func (r *kvRuntime) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if r.kv != nil {
 		return r.kv, nil
 	}
-	kv, err := r.js.KeyValue(ctx, r.cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = r.js.CreateKeyValue(ctx, r.cfg)
-		if errors.Is(err, jetstream.ErrBucketExists) { // another instance was first
-			kv, err = r.js.KeyValue(ctx, r.cfg.Bucket)
-		}
-	}
+	kv, err := findOrCreateKV(ctx, r.js, r.cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", errNoStore, r.cfg.Bucket, err)
 	}
