@@ -184,14 +184,20 @@ func (b *Bucket) Take(now time.Time) (*Job, time.Time, bool) {
 			e, ok = lv.fifo.poll()
 		}
 		if ok {
-			c := JobCost(e.job)
-			lv.cost -= c
-			b.cost -= c
-			b.bytes.sub(e.job)
-			return e.job, e.at, true
+			return b.took(lv, e)
 		}
 	}
 	return nil, time.Time{}, false
+}
+
+// took books e's leaving level lv (its cost and bytes) and returns it as
+// Take does.
+func (b *Bucket) took(lv *level, e entry) (*Job, time.Time, bool) {
+	c := JobCost(e.job)
+	lv.cost -= c
+	b.cost -= c
+	b.bytes.sub(e.job)
+	return e.job, e.at, true
 }
 
 func (b *Bucket) RetryLater(job *Job, at time.Time, _ bool) {

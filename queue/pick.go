@@ -40,11 +40,7 @@ func (b *Bucket) TakeIf(now time.Time, may func(key string) bool) (*Job, time.Ti
 			e, ok = lv.pollIf(may)
 		}
 		if ok {
-			c := JobCost(e.job)
-			lv.cost -= c
-			b.cost -= c
-			b.bytes.sub(e.job)
-			return e.job, e.at, true
+			return b.took(lv, e)
 		}
 	}
 	return nil, time.Time{}, false
