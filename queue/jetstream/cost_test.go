@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -13,42 +12,30 @@ import (
 func TestCostStoredWithJob(t *testing.T) {
 	st, _ := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100, Concurrency: 1}
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := st.Queue(ls)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openQueue(t, st, ls)
 	for _, j := range []*queue.Job{
 		{ID: "heavy", Cost: 3, Payload: []byte("h"), Enqueued: time.Now()},
 		{ID: "light", Payload: []byte("l"), Enqueued: time.Now()},
 	} {
-		done := make(chan error, 1)
-		q.enqueue(j, func(_ int, err error) { done <- err })
-		if err := <-done; err != nil {
+		if _, err := store(q, j); err != nil {
 			t.Fatal(err)
 		}
 	}
 	q.Start(func() {})
 	defer q.Close()
-	want := map[string]int{"heavy": 3, "light": 1}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(want) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs %v not taken within 5 s", want)
+	for _, want := range []struct {
+		id   string
+		cost int
+	}{{"heavy", 3}, {"light", 1}} {
+		j := takeWithin(q, 5*time.Second)
+		if j == nil || j.ID != want.id {
+			t.Fatalf("took %v within 5 s, want job %s", j, want.id)
 		}
-		j, _, ok := q.Take(time.Now())
-		if !ok {
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		if got := queue.JobCost(j); got != want[j.ID] {
-			t.Errorf("job %s taken with cost %d, want %d", j.ID, got, want[j.ID])
+		if got := queue.JobCost(j); got != want.cost {
+			t.Errorf("job %s taken with cost %d, want %d", j.ID, got, want.cost)
 		}
 		if j.Header.Get("Shaper-Cost") != "" {
 			t.Errorf("job %s: the stored cost header is passed on to the downstream", j.ID)
 		}
-		delete(want, j.ID)
 	}
 }

@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"context"
 	"errors"
 	"net"
 	"testing"
@@ -46,10 +45,7 @@ func TestDuplicateAnsweredAfterStreamUnreadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1}
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, _ := st.Queue(ls)
+	q := openQueue(t, st, ls)
 	if _, err := store(q, &queue.Job{ID: "j1", DedupeID: "order-1", Payload: []byte("x"), Enqueued: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,13 +16,7 @@ func TestHeldJobsKeptAlivePastAckWait(t *testing.T) {
 	const ackWait = time.Second
 	st, js := runStoreWith(t, Settings{AckWait: ackWait})
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100, Concurrency: 2}
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := st.Queue(ls)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openQueue(t, st, ls)
 	for _, id := range []string{"a", "b", "c"} {
 		done := make(chan error, 1)
 		q.enqueue(&queue.Job{ID: id, Payload: []byte(id), Enqueued: time.Now()}, func(_ int, err error) { done <- err })

@@ -1,7 +1,6 @@
 package jetstream
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -16,13 +15,7 @@ import (
 func TestPickPassesOverCappedKey(t *testing.T) {
 	st, _ := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100, Concurrency: 2}
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := st.Queue(ls)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openQueue(t, st, ls)
 	for _, j := range []struct{ key, id string }{{"a", "a1"}, {"a", "a2"}, {"a", "a3"}, {"b", "b1"}, {"b", "b2"}} {
 		done := make(chan error, 1)
 		q.enqueue(&queue.Job{ID: j.id, Key: j.key, Payload: []byte(j.id), Enqueued: time.Now()}, func(_ int, err error) { done <- err })

@@ -91,10 +91,7 @@ func TestAckWaitsForRecord(t *testing.T) {
 	const ackWait = time.Second
 	st, js := runStoreWith(t, Settings{AckWait: ackWait})
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1}
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, _ := st.Queue(ls)
+	q := openQueue(t, st, ls)
 	storeJobs(t, q, 1)
 	up := recordsDown(t, st, js)
 	q.Start(func() {})
@@ -135,10 +132,7 @@ func TestAckWaitsForRecord(t *testing.T) {
 func TestCloseLeavesUnrecordedJobQueued(t *testing.T) {
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1}
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, _ := st.Queue(ls)
+	q := openQueue(t, st, ls)
 	storeJobs(t, q, 1)
 	up := recordsDown(t, st, js)
 	q.Start(func() {})
@@ -173,10 +167,7 @@ func TestCloseLeavesUnrecordedJobQueued(t *testing.T) {
 func TestUnrecordedJobsHoldPrefetch(t *testing.T) {
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1, Concurrency: 1} // prefetch 1
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, _ := st.Queue(ls)
+	q := openQueue(t, st, ls)
 	storeJobs(t, q, 3)
 	up := recordsDown(t, st, js)
 	q.Start(func() {})

@@ -41,6 +41,19 @@ func runStoreWith(t testing.TB, set Settings) (*Store, natsjs.JetStream) {
 	return st, js
 }
 
+// openQueue ensures ls's stream and consumer in st and returns its queue.
+func openQueue(t testing.TB, st *Store, ls QueueSettings) *Queue {
+	t.Helper()
+	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
+		t.Fatal(err)
+	}
+	q, err := st.Queue(ls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
 // An existing stream with settings the queue cannot use is reported, naming
 // stream, setting, existing and wanted value, and left unchanged.
 func TestEnsureIncompatibleStream(t *testing.T) {
@@ -75,13 +88,7 @@ func TestEnsureIncompatibleStream(t *testing.T) {
 func TestEnqueueFullAndSetCap(t *testing.T) {
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 2, Rate: 1}
-	if err := st.Ensure(context.Background(), []QueueSettings{ls}); err != nil {
-		t.Fatal(err)
-	}
-	q, err := st.Queue(ls)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := openQueue(t, st, ls)
 	store := func(id string) (int, error) {
 		type res struct {
 			pos int
