@@ -93,16 +93,8 @@ func (b *Bucket) aheadOf(job *Job, ready time.Time) (n, cost int) {
 		n += lv.fifo.len() + len(lv.retries)
 		cost += lv.cost
 	}
-	if b.delayed.len() == 0 {
-		return n, cost
-	}
-	b.delayed.dueBy(ready, func(j *Job) {
-		if Level(j, len(b.levels)) <= p {
-			n++
-			cost += JobCost(j)
-		}
-	})
-	return n, cost
+	dn, dc := b.delayed.aheadBy(ready, p, len(b.levels))
+	return n + dn, cost + dc
 }
 
 // promote moves the delayed jobs due by now to the back of their levels'

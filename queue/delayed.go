@@ -88,21 +88,26 @@ func (d *delayedSet) down(i int) {
 	}
 }
 
-// dueBy calls f for every job whose instant is at or before t, in no
-// particular order. It visits only those and their children (a heap's
-// children are never due earlier than their parent), so asking about an
-// instant before every delayed job costs O(1).
-func (d *delayedSet) dueBy(t time.Time, f func(*Job)) {
-	d.walk(0, t, f)
+// aheadBy counts the jobs whose instant is at or before t and whose level
+// (of levels) is at most p, and their cost: the delayed jobs that will
+// stand before a job of level p ready at t. It visits only the jobs due by
+// t and their children (a heap's children are never due earlier than
+// their parent), so asking about an instant before every delayed job
+// costs O(1).
+func (d *delayedSet) aheadBy(t time.Time, p, levels int) (n, cost int) {
+	return d.walk(0, t, p, levels)
 }
 
-func (d *delayedSet) walk(i int, t time.Time, f func(*Job)) {
+func (d *delayedSet) walk(i int, t time.Time, p, levels int) (n, cost int) {
 	if i >= len(d.heap) || d.heap[i].at.After(t) {
-		return
+		return 0, 0
 	}
-	f(d.heap[i].job)
-	d.walk(2*i+1, t, f)
-	d.walk(2*i+2, t, f)
+	if j := d.heap[i].job; Level(j, levels) <= p {
+		n, cost = 1, JobCost(j)
+	}
+	ln, lc := d.walk(2*i+1, t, p, levels)
+	rn, rc := d.walk(2*i+2, t, p, levels)
+	return n + ln + rn, cost + lc + rc
 }
 
 // jobs appends the delayed jobs to out and empties the set.

@@ -310,16 +310,8 @@ func (q *Fair) aheadOf(job *Job, ready time.Time) (n, cost int) {
 	own := lv.keyCost(job.Key)
 	n += lv.len()
 	cost += lv.aheadAt(job.Key, q.weightOf(job.Key), own, own+JobCost(job))
-	if q.delayed.len() == 0 {
-		return n, cost
-	}
-	q.delayed.dueBy(ready, func(j *Job) {
-		if Level(j, len(q.levels)) <= p {
-			n++
-			cost += JobCost(j)
-		}
-	})
-	return n, cost
+	dn, dc := q.delayed.aheadBy(ready, p, len(q.levels))
+	return n + dn, cost + dc
 }
 
 // Share is job's key's share: what it holds (queued in every level and
