@@ -30,8 +30,9 @@ type level struct {
 }
 
 var (
-	_ Queue  = (*Bucket)(nil)
-	_ Memory = (*Bucket)(nil)
+	_ Queue   = (*Bucket)(nil)
+	_ Memory  = (*Bucket)(nil)
+	_ Counter = (*Bucket)(nil)
 )
 
 // NewBucket returns an empty bucket bounded by s.Capacity, with
@@ -44,7 +45,7 @@ func NewBucket(s Settings) *Bucket {
 
 // Roles is the bucket with the roles it plays: its jobs live in memory,
 // and the drain may pass over a key's jobs.
-func (b *Bucket) Roles() Roles { return Roles{Queue: b, Memory: b, Picker: b} }
+func (b *Bucket) Roles() Roles { return Roles{Queue: b, Memory: b, Picker: b, Counter: b} }
 
 // Offer appends job at the back of its level (a delayed job: to the
 // delayed set), or refuses it, changing nothing, with ErrFull when its
@@ -116,6 +117,19 @@ func (b *Bucket) Ahead(job *Job, at time.Time) int {
 	_, cost := b.aheadOf(job, readyAt(job, at))
 	return cost
 }
+
+// Counts does not change the queue: a delayed job due by now that has
+// not joined its level yet is counted there.
+func (b *Bucket) Counts(now time.Time, levels []int) int {
+	n := min(len(levels), len(b.levels))
+	for i := range n {
+		levels[i] = b.levels[i].fifo.len() + len(b.levels[i].retries)
+	}
+	due := b.delayed.countDue(0, now, levels[:n], len(b.levels))
+	return b.delayed.len() - due
+}
+
+func (b *Bucket) Levels() int { return len(b.levels) }
 
 func (b *Bucket) Len() int {
 	n := b.delayed.len()

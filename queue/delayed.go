@@ -110,6 +110,20 @@ func (d *delayedSet) walk(i int, t time.Time, p, levels int) (n, cost int) {
 	return n + ln + rn, cost + lc + rc
 }
 
+// countDue adds each job due by t to its level's entry of levels (a
+// level of k; one past levels is not counted there) and returns how many
+// jobs are due; like aheadBy it visits only the due jobs and their
+// children.
+func (d *delayedSet) countDue(i int, t time.Time, levels []int, k int) int {
+	if i >= len(d.heap) || d.heap[i].at.After(t) {
+		return 0
+	}
+	if p := Level(d.heap[i].job, k); p < len(levels) {
+		levels[p]++
+	}
+	return 1 + d.countDue(2*i+1, t, levels, k) + d.countDue(2*i+2, t, levels, k)
+}
+
 // jobs appends the delayed jobs to out and empties the set.
 func (d *delayedSet) drain(out []*Job) []*Job {
 	for _, e := range d.heap {

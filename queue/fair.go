@@ -37,10 +37,11 @@ type Fair struct {
 }
 
 var (
-	_ Queue  = (*Fair)(nil)
-	_ Memory = (*Fair)(nil)
-	_ Shares = (*Fair)(nil)
-	_ Picker = (*Fair)(nil)
+	_ Queue   = (*Fair)(nil)
+	_ Memory  = (*Fair)(nil)
+	_ Shares  = (*Fair)(nil)
+	_ Picker  = (*Fair)(nil)
+	_ Counter = (*Fair)(nil)
 )
 
 // NewFair returns an empty fair queue configured by s.
@@ -53,7 +54,9 @@ func NewFair(s Settings) *Fair {
 // Roles is the fair queue with the roles it plays: its jobs live in
 // memory, each key holds at most its share, and the drain may pass over
 // a key's jobs.
-func (q *Fair) Roles() Roles { return Roles{Queue: q, Memory: q, Shares: q, Picker: q} }
+func (q *Fair) Roles() Roles {
+	return Roles{Queue: q, Memory: q, Shares: q, Picker: q, Counter: q}
+}
 
 // Configure applies a new bound, per-key bound, weights and number of
 // levels in place; held jobs move to their level under the new count
@@ -147,6 +150,19 @@ func (q *Fair) track() {
 	}
 }
 func (q *Fair) Cap() int { return q.capacity }
+
+// Counts does not change the queue: a delayed job due by now that has
+// not joined its level yet is counted there.
+func (q *Fair) Counts(now time.Time, levels []int) int {
+	n := min(len(levels), len(q.levels))
+	for i := range n {
+		levels[i] = q.levels[i].len()
+	}
+	due := q.delayed.countDue(0, now, levels[:n], len(q.levels))
+	return q.delayed.len() - due
+}
+
+func (q *Fair) Levels() int { return len(q.levels) }
 
 func (q *Fair) Len() int {
 	n := q.delayed.len()

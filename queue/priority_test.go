@@ -244,3 +244,31 @@ func TestFairShareCountsDelayed(t *testing.T) {
 		t.Errorf("Keys = %d, want 1", q.Keys())
 	}
 }
+
+// TestCounts: jobs per level (retries in their level) and the delayed jobs
+// not yet due; a delayed job due by the time asked counts in its level.
+func TestCounts(t *testing.T) {
+	for _, kind := range memoryKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			q := kind.new(Settings{Capacity: 100, Priorities: 3})
+			mustOffer(t, q, t0, prio("a1", 0, time.Time{}), prio("c1", -1, time.Time{}), prio("c2", 2, time.Time{}),
+				prio("b-later", 1, sec(5)), prio("a-later", 0, sec(9)))
+			q.RetryLater(prio("b-retry", 1, time.Time{}), sec(3), false)
+			c := q.(Counter)
+			if c.Levels() != 3 {
+				t.Fatalf("Levels = %d, want 3", c.Levels())
+			}
+			levels := make([]int, 4)
+			levels[3] = -1
+			if d := c.Counts(sec(1), levels); d != 2 || !slices.Equal(levels, []int{1, 1, 2, -1}) {
+				t.Errorf("at 1 s: levels %v delayed %d, want [1 1 2 -1] and 2", levels, d)
+			}
+			if d := c.Counts(sec(5), levels[:2]); d != 1 || !slices.Equal(levels[:2], []int{1, 2}) {
+				t.Errorf("at 5 s: levels %v delayed %d, want [1 2] and 1", levels[:2], d)
+			}
+			if got, want := takeIDs(q, sec(10)), "a1 a-later b-retry b-later c1 c2"; got != want { // counting moved nothing
+				t.Errorf("order after counting: %q, want %q", got, want)
+			}
+		})
+	}
+}

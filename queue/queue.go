@@ -183,6 +183,22 @@ type Picker interface {
 	TakeIf(now time.Time, may func(key string) bool) (*Job, time.Time, bool)
 }
 
+// Counter is the role of a kind that can tell where its jobs wait: how
+// many per priority level and how many are delayed. For the operator
+// (status, metrics), not for scheduling.
+type Counter interface {
+	// Counts fills levels (one entry per level, most urgent first; its
+	// length is the caller's, entries past the queue's levels are left
+	// alone) with the jobs of each level that are ready or waiting out a
+	// retry's backoff, and returns the delayed jobs whose instant is after
+	// now. A delayed job due by now counts in its level. It does not
+	// allocate.
+	Counts(now time.Time, levels []int) (delayed int)
+	// Levels is the number of priority levels (Settings.Priorities, at
+	// least 1).
+	Levels() int
+}
+
 // Roles is one downstream's queue as its lane holds it: the Queue every
 // kind is, and the roles only some kinds play, nil where the kind does not
 // play them. Each kind's Roles method fills in the roles it plays; the
@@ -194,6 +210,7 @@ type Roles struct {
 	Settler Settler // nil: a taken job needs no settling
 	Service Service // nil: no goroutines of its own
 	Picker  Picker  // nil: jobs start in order only (no per-key concurrency)
+	Counter Counter // nil: no depth per level (Len only)
 }
 
 // Stored reports where an offered job went (Then). A memory kind's is the

@@ -86,6 +86,7 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 	l.m.Paused.Set(0)
 	l.m.Depth.Set(0)
 	l.m.Inflight.Set(0)
+	s.met.Counts(cfg.Name, l.counts)
 	if q.Service != nil {
 		q.Service.Start(l.kick)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaperd/shaper/shaper/metrics"
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
@@ -21,11 +22,18 @@ type LaneStatus struct {
 	Concurrency   int     `json:"concurrency"`
 	// KeyConcurrency is the most tries of one admission key in flight at
 	// once (queue.key_concurrency); 0 = no bound per key.
-	KeyConcurrency int  `json:"key_concurrency"`
-	Depth          int  `json:"depth"` // queued jobs, including retries waiting for backoff
-	Capacity       int  `json:"capacity"`
-	Inflight       int  `json:"inflight"`
-	Paused         bool `json:"paused"` // by the admin API
+	KeyConcurrency int `json:"key_concurrency"`
+	Depth          int `json:"depth"` // queued jobs, including retries waiting for backoff
+	// Levels is Depth by priority level, most urgent first, without the
+	// delayed jobs not yet due; absent with one level (queue.priorities 1)
+	// or a queue that cannot tell.
+	Levels []int `json:"levels,omitempty"`
+	// Delayed is how many of Depth are delayed jobs whose instant has not
+	// come (absent when the queue cannot tell).
+	Delayed  *int `json:"delayed,omitempty"`
+	Capacity int  `json:"capacity"`
+	Inflight int  `json:"inflight"`
+	Paused   bool `json:"paused"` // by the admin API
 	// PausedUntil is when a timed pause by the admin API ends; nil for
 	// none, or for a pause until resumed.
 	PausedUntil *time.Time `json:"paused_until,omitempty"`
@@ -107,6 +115,12 @@ func (l *lane) status(now time.Time) LaneStatus {
 		Rejected: clone(l.c.rejected, rejectReasons), Dropped: clone(l.c.dropped, dropReasons),
 		Delivered: clone(l.c.delivered, outcomes),
 	}
+	if n, delayed, ok := l.countsLocked(now, make([]int, metrics.MaxLevels)); ok {
+		st.Delayed = &delayed
+		if len(n) > 1 {
+			st.Levels = n
+		}
+	}
 	if st.Paused && !l.pause.Until.IsZero() {
 		t := l.pause.Until
 		st.PausedUntil = &t
@@ -146,4 +160,23 @@ func clone[K comparable](m map[K]uint64, keys []K) map[K]uint64 {
 		out[k] = m[k]
 	}
 	return out
+}
+
+// counts is the lane's metrics.CountsFunc: where its queued jobs wait.
+func (l *lane) counts(now time.Time, levels []int) (n, delayed int, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	got, delayed, ok := l.countsLocked(now, levels)
+	return len(got), delayed, ok
+}
+
+// countsLocked fills levels with the jobs per level of the lane's queue
+// and returns the part filled and the delayed jobs not yet due; ok is
+// false when the queue cannot tell. Requires l.mu.
+func (l *lane) countsLocked(now time.Time, levels []int) (filled []int, delayed int, ok bool) {
+	if l.q.Counter == nil {
+		return nil, 0, false
+	}
+	filled = levels[:min(l.q.Counter.Levels(), len(levels))]
+	return filled, l.q.Counter.Counts(now, filled), true
 }

@@ -26,7 +26,7 @@ type statusOptions struct {
 
 // knownColumns are the /v1/downstreams keys shown in fixed columns; every
 // other key is a counter.
-var knownColumns = []string{"name", "rate", "effective_rate", "depth", "capacity", "inflight", "key_concurrency", "paused", "paused_until"}
+var knownColumns = []string{"name", "rate", "effective_rate", "depth", "capacity", "levels", "delayed", "inflight", "key_concurrency", "paused", "paused_until"}
 
 // counterOrder puts the job lifecycle counters first, in lifecycle order;
 // unknown counters follow alphabetically.
@@ -34,8 +34,9 @@ var counterOrder = []string{"received", "accepted", "rejected", "dropped", "star
 
 func cmdStatus(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", "[-admin URL] [-user NAME -password PW] [-ca FILE] [-watch 2s] [-json]", `Shows every downstream of a running shaperd, from its admin API
-(GET /v1/downstreams): configured and effective rate, queue depth/capacity,
-jobs in flight, whether it is paused, and its job counters.
+(GET /v1/downstreams): configured and effective rate, queue depth/capacity
+(with priority levels: the jobs per level, most urgent first; and the delayed
+jobs not yet due), jobs in flight, whether it is paused, and its job counters.
 
 Example:
   shaperctl status -admin http://127.0.0.1:9090 -watch 2s
@@ -151,14 +152,31 @@ func rateText(v any) string {
 	return valueText(v)
 }
 
-// queueColumn is "[###-------] 3/10": bar first, so bars line up.
+// queueColumn is "[###-------] 3/10": bar first, so bars line up; then,
+// with priority levels, the jobs per level (most urgent first), and the
+// delayed jobs not yet due: "[###-------] 3/10 by level 1/0/1, 1 delayed".
 func queueColumn(d map[string]any) string {
 	depth, okD := d["depth"].(float64)
 	capacity, okC := d["capacity"].(float64)
-	if !okD || !okC || capacity <= 0 {
-		return valueText(d["depth"]) + "/" + valueText(d["capacity"])
+	s := valueText(d["depth"]) + "/" + valueText(d["capacity"])
+	if okD && okC && capacity > 0 {
+		s = bar(depth/capacity, 10) + " " + s
 	}
-	return bar(depth/capacity, 10) + " " + valueText(depth) + "/" + valueText(capacity)
+	var parts []string
+	if levels, ok := d["levels"].([]any); ok && len(levels) > 1 {
+		by := make([]string, len(levels))
+		for i, n := range levels {
+			by[i] = valueText(n)
+		}
+		parts = append(parts, "by level "+strings.Join(by, "/"))
+	}
+	if n, ok := d["delayed"].(float64); ok && n > 0 {
+		parts = append(parts, valueText(n)+" delayed")
+	}
+	if len(parts) > 0 {
+		s += " " + strings.Join(parts, ", ")
+	}
+	return s
 }
 
 // inflightColumn is "3", or "3 (≤1/key)" under queue.key_concurrency.

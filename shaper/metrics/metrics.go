@@ -47,6 +47,7 @@ type Metrics struct {
 	Vecs
 	labels Labels
 	wait   *waitHistograms
+	counts *countsCollector
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -92,9 +93,9 @@ func New(reg prometheus.Registerer, labels Labels) *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 17),
 		}, ds),
 		PolicyVecs: newPolicyVecs(f),
-	}, labels: labels, wait: newWaitHistograms(), known: map[string]int{}}
+	}, labels: labels, wait: newWaitHistograms(), counts: newCountsCollector(), known: map[string]int{}}
 	if reg != nil {
-		reg.MustRegister(m.wait)
+		reg.MustRegister(m.wait, m.counts)
 	}
 	m.Vecs.Received.WithLabelValues(labels.Unknown)
 	for _, r := range labels.Rejected {
@@ -173,6 +174,9 @@ func (m *Metrics) Forget(name string) {
 	}
 	delete(m.known, name)
 	m.wait.forget(name)
+	m.counts.mu.Lock()
+	delete(m.counts.by, name)
+	m.counts.mu.Unlock()
 	match := prometheus.Labels{"downstream": name}
 	for _, v := range []*prometheus.MetricVec{m.Vecs.Received.MetricVec, m.Accepted.MetricVec,
 		m.Started.MetricVec, m.Retries.MetricVec, m.Pushbacks.MetricVec, m.Vecs.Rejected.MetricVec,

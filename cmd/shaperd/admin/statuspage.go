@@ -79,6 +79,7 @@ type statusRow struct {
 	DeadText           string // as the script's deadText
 	BarClass, BarWidth string
 	FillPct            int
+	QueueText          string // jobs per level and delayed, as the script's queueText; "" if none
 	RateText           string
 	EffectiveText      string // the effective rate, in the unit of RateText
 	QuotaText          string // the advertised quota, as the script's fmtQuota; "–" if none
@@ -117,6 +118,7 @@ func statusRows(lanes []downstreamRow) []statusRow {
 			r.BarClass = "mid"
 		}
 		r.Class, r.State, r.Note = classify(st, fill)
+		r.QueueText = queueText(st)
 		r.EffectiveText = sameUnit(st.EffectiveRate, st.Rate)
 		r.QuotaText = quotaText(st.AdvertisedQuota)
 		r.LatencyText = latencyText(st.Tries, st.TrySeconds)
@@ -282,4 +284,22 @@ func runtimeTexts(st shaper.LaneStatus) (maint, override string) {
 		override = "override: " + strings.Join(parts, " · ")
 	}
 	return maint, override
+}
+
+// queueText says where the queued jobs wait, as the script's queueText:
+// "by level 2 · 0 · 5; 3 delayed" (most urgent level first), each part only
+// when there is something to say.
+func queueText(st shaper.LaneStatus) string {
+	var parts []string
+	if len(st.Levels) > 1 {
+		by := make([]string, len(st.Levels))
+		for i, n := range st.Levels {
+			by[i] = strconv.Itoa(n)
+		}
+		parts = append(parts, "by level "+strings.Join(by, " · "))
+	}
+	if st.Delayed != nil && *st.Delayed > 0 {
+		parts = append(parts, strconv.Itoa(*st.Delayed)+" delayed")
+	}
+	return strings.Join(parts, "; ")
 }

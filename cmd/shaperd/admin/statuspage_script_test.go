@@ -92,6 +92,14 @@ func TestStatusPageScript(t *testing.T) {
 	if err := a.lanes.edit("zero", func(st *shaper.LaneStatus) { st.StoreFull = true }); err != nil {
 		t.Fatal(err)
 	}
+	three := 3
+	if err := a.lanes.edit("printer", func(st *shaper.LaneStatus) { st.Levels, st.Delayed = []int{1, 0, 2}, &three }); err != nil {
+		t.Fatal(err)
+	}
+	const levels = "by level 1 · 0 · 2; 3 delayed"
+	if _, _, page := get(t, a.url+"/"); !strings.Contains(page, `<div class="note levels">`+levels+`</div>`) {
+		t.Errorf("the server's rows do not say %q", levels)
+	}
 	res := runPageScript(t, a)
 	if len(res.Errors) > 0 {
 		t.Fatalf("the script threw:\n%s", strings.Join(res.Errors, "\n"))
@@ -110,6 +118,9 @@ func TestStatusPageScript(t *testing.T) {
 		}
 		if strings.HasPrefix(row[0], "zero") && !strings.HasPrefix(row[0], "zerostore fullthe store is out of space: new jobs are refused until it has room") {
 			t.Errorf("zero (its store full) drawn %q, want store full", row[0])
+		}
+		if strings.HasPrefix(row[0], "printer") != strings.HasSuffix(row[1], levels) {
+			t.Errorf("%.10s: queue cell %q; want the levels and delayed jobs on printer's only", row[0], row[1])
 		}
 		for _, name := range []string{"erp", "printer", "zero"} {
 			if strings.HasPrefix(row[0], name) {

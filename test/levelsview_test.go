@@ -1,0 +1,61 @@
+package test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestLevelsInStatusAndMetrics: with priority levels, /v1/downstreams and
+// /metrics show the queued jobs per level and the delayed jobs not yet due,
+// and a delayed job moves to its level once due.
+func TestLevelsInStatusAndMetrics(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(prioLane("api", "20/s", 100, 3, ds.URL)))
+	in.do(t, http.MethodPost, "/v1/downstreams/api/pause", http.StatusOK)
+	sent := time.Now()
+	for i, h := range []map[string]string{
+		{"Shaper-Priority": "0"}, nil, nil, {"Shaper-Priority": "1"}, {"Shaper-Priority": "2"},
+		{"Shaper-Priority": "0", "Shaper-Delay": "4s"}, {"Shaper-Delay": "1h"},
+	} {
+		if r := in.request(t, "shaper.jobs.api", []byte(fmt.Sprint(i)), h); r.Status != "accepted" {
+			t.Fatalf("job %d (%v): %+v", i, h, r)
+		}
+	}
+	check := func(levels []int, delayed int) {
+		t.Helper()
+		var doc struct {
+			Downstreams []struct {
+				Depth   int
+				Levels  []int
+				Delayed *int
+			}
+		}
+		if err := json.Unmarshal([]byte(in.get(t, "/v1/downstreams", http.StatusOK)), &doc); err != nil || len(doc.Downstreams) != 1 {
+			t.Fatalf("/v1/downstreams: %v %+v", err, doc)
+		}
+		d := doc.Downstreams[0]
+		if d.Depth != 7 || !slices.Equal(d.Levels, levels) || d.Delayed == nil || *d.Delayed != delayed {
+			t.Errorf("/v1/downstreams: depth %d levels %v delayed %v, want 7, %v, %d", d.Depth, d.Levels, d.Delayed, levels, delayed)
+		}
+		for p, n := range levels {
+			if got := in.metric(t, fmt.Sprintf(`shaper_queue_level_depth{downstream="api",priority="%d"}`, p)); got != float64(n) {
+				t.Errorf("level %d: metric %g, want %d", p, got, n)
+			}
+		}
+		if got := in.metric(t, `shaper_queue_delayed_jobs{downstream="api"}`); got != float64(delayed) {
+			t.Errorf("delayed jobs metric %g, want %d", got, delayed)
+		}
+	}
+	check([]int{1, 1, 3}, 2)
+	time.Sleep(time.Until(sent.Add(5 * time.Second))) // the 4 s delayed job is due; nothing starts while paused
+	check([]int{2, 1, 3}, 1)
+	if n := len(ds.snapshot()); n != 0 {
+		t.Errorf("%d jobs started while paused", n)
+	}
+}
