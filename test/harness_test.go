@@ -194,7 +194,7 @@ type hit struct {
 	header  http.Header
 }
 
-func newDownstream(t *testing.T) *downstream {
+func newDownstream(t testing.TB) *downstream {
 	ds := &downstream{}
 	ds.Server = httptest.NewServer(http.HandlerFunc(ds.serve))
 	t.Cleanup(ds.Close)
@@ -234,7 +234,7 @@ func (ds *downstream) snapshot() []hit {
 }
 
 // waitHits waits until the downstream has seen n requests.
-func (ds *downstream) waitHits(t *testing.T, n int, within time.Duration) []hit {
+func (ds *downstream) waitHits(t testing.TB, n int, within time.Duration) []hit {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
