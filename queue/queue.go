@@ -15,6 +15,11 @@ var ErrFull = errors.New("queue: full")
 // stream bound). It wraps ErrFull: errors.Is(err, ErrFull) holds too.
 var ErrMaxBytes = fmt.Errorf("%w: max bytes reached", ErrFull)
 
+// ErrKeyFull is reported by a durable kind's Offer under fairness when
+// the job's key already holds its share of the queue (Settings.KeyCapacity,
+// in jobs: the store bounds each key's jobs by count). It wraps ErrFull.
+var ErrKeyFull = fmt.Errorf("%w: the key holds its queue.key_capacity", ErrFull)
+
 // ErrNoSpace is reported by a durable kind's Offer when its store has no
 // room left for the job (the server's or the account's storage limit, or
 // the share of it the kind was given), as opposed to the queue's own

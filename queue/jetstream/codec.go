@@ -18,7 +18,11 @@ const (
 	hdrEnqueued = "Shaper-Enqueued" // unix nanoseconds
 	hdrKey      = "Shaper-Key"      // the admission key (per-key concurrency); absent = ""
 	hdrCost     = "Shaper-Cost"     // the job's cost (its drain time); absent = 1
-	hdrMsgID    = nats.MsgIdHdr     // the producer's id: the stream dedupes on it
+	// hdrPriority is the producer's Shaper-Priority (0 = the most urgent);
+	// absent = the least urgent level.
+	hdrPriority  = "Shaper-Priority"
+	hdrNotBefore = "Shaper-Not-Before" // a delayed job's instant, unix nanoseconds; absent = ready
+	hdrMsgID     = nats.MsgIdHdr       // the producer's id: the stream dedupes on it
 )
 
 // encode builds the message that stores job on subject.
@@ -41,11 +45,18 @@ func encode(subject string, job *queue.Job) *nats.Msg {
 	if job.Cost > 1 {
 		m.Header[hdrCost] = []string{strconv.Itoa(job.Cost)}
 	}
+	if job.Priority > 0 {
+		m.Header[hdrPriority] = []string{strconv.Itoa(job.Priority - 1)}
+	}
+	if !job.NotBefore.IsZero() {
+		m.Header[hdrNotBefore] = []string{strconv.FormatInt(job.NotBefore.UnixNano(), 10)}
+	}
 	return m
 }
 
 // decode rebuilds the job stored in m for lane. Tries already made (the
-// delivery count minus this one) count as failures.
+// delivery count minus this one) count as failures; the fetcher takes the
+// deliveries that were not tries (the ledger) off them.
 func decode(m natsjs.Msg, lane string) *queue.Job {
 	h := m.Headers()
 	job := &queue.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID), Key: h.Get(hdrKey)}
@@ -54,6 +65,10 @@ func decode(m natsjs.Msg, lane string) *queue.Job {
 	if c, err := strconv.Atoi(h.Get(hdrCost)); err == nil && c > 1 {
 		job.Cost = c
 	}
+	if p, err := strconv.Atoi(h.Get(hdrPriority)); err == nil && p >= 0 {
+		job.Priority = p + 1
+	}
+	job.NotBefore = unixNano(h.Get(hdrNotBefore))
 	if md, err := m.Metadata(); err == nil {
 		if job.ID == "" {
 			job.ID = "seq-" + strconv.FormatUint(md.Sequence.Stream, 10)

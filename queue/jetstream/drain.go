@@ -8,16 +8,23 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// fetch is the fetcher goroutine: it keeps up to prefetch jobs in memory,
+// fetch is the fetcher goroutine: it keeps up to prefetch ready jobs in
+// the local index (every job of the stream with levels or fairness),
 // pulling from the pinned consumer. It pulls at least every PinnedTTL/2
 // so that this instance stays pinned while it drains; when the prefetch is
 // full it sends a pull that cannot be served (max bytes 1) only to keep the
-// pin.
+// pin. Jobs held waiting for their instant (within the lead) do not take
+// room: a delayed job never holds up a ready one.
 func (q *Queue) fetch() {
 	wait := min(q.st.set.PinnedTTL/2, 2*time.Second)
 	for q.ctx.Err() == nil {
 		q.mu.Lock()
-		c, room := q.c, q.prefetch-len(q.buf)-len(q.pb)-len(q.unrecorded) // a job waiting for its record holds its place
+		c := q.c
+		// a job waiting for its record holds its place
+		room := q.prefetchLocked() - (q.index.len() - q.index.delayedAt(time.Now())) - len(q.unrecorded)
+		if q.indexAll() { // the stream's jobs, wherever they are here
+			room = q.bounds.capacity - q.index.len() - len(q.unrecorded) - len(q.taken) - len(q.held)
+		}
 		q.mu.Unlock()
 		if c == nil {
 			q.sleep(retryEvery)
@@ -40,7 +47,9 @@ func (q *Queue) fetch() {
 	}
 }
 
-// pull fetches up to n messages, waiting at most wait.
+// pull fetches up to n messages, waiting at most wait. With levels or
+// fairness (a large pull that may wait for its whole batch) the lane is
+// told of each job as it arrives.
 func (q *Queue) pull(c natsjs.Consumer, n int, wait time.Duration) (int, error) {
 	ctx, cancel := context.WithTimeout(q.ctx, wait)
 	defer cancel()
@@ -50,22 +59,24 @@ func (q *Queue) pull(c natsjs.Consumer, n int, wait time.Duration) (int, error) 
 	}
 	got := 0
 	for m := range batch.Messages() {
-		job := decode(m, q.name)
-		now := time.Now()
-		q.mu.Lock()
-		if q.closed {
-			_ = m.Nak()
-		} else {
-			q.buf = append(q.buf, held{job: job, msg: m, at: now})
+		if q.admit(m) {
 			got++
+			if n > 1 && q.ready != nil && q.indexAllNow() {
+				q.ready()
+			}
 		}
-		q.mu.Unlock()
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
 		!errors.Is(err, natsjs.ErrNoMessages) {
 		return got, err
 	}
 	return got, nil
+}
+
+func (q *Queue) indexAllNow() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.indexAll()
 }
 
 // keepPin renews this instance's pin without taking a message.
@@ -76,14 +87,8 @@ func (q *Queue) keepPin(c natsjs.Consumer, wait time.Duration) {
 	if err != nil {
 		return
 	}
-	for m := range batch.Messages() { // cannot fit in 1 byte; hand back if it ever does
-		q.mu.Lock()
-		if q.closed {
-			_ = m.Nak()
-		} else {
-			q.buf = append(q.buf, held{job: decode(m, q.name), msg: m, at: time.Now()})
-		}
-		q.mu.Unlock()
+	for m := range batch.Messages() { // cannot fit in 1 byte; held if it ever does
+		q.admit(m)
 	}
 }
 
@@ -158,25 +163,62 @@ func (q *Queue) ensure(ctx context.Context, b bounds, lastLog *time.Time) {
 	q.signal()
 }
 
-// refresh reads the stream's count; depthBook orders it with the stores
-// and acks booked meanwhile.
+// refresh reads the stream's count (with levels and no fairness, each
+// level's subject's too); depthBook orders it with the stores and acks
+// booked meanwhile.
 func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	q.mu.Lock()
 	q.depth.begin()
+	levels := len(q.levelDepth)
+	for i := range q.levelDepth {
+		q.levelDepth[i].begin()
+	}
 	q.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
-	info, err := s.Info(ctx)
+	var opts []natsjs.StreamInfoOpt
+	if levels > 1 {
+		opts = append(opts, natsjs.WithSubjectFilter(q.subject+".*")) // .D.p<L>; a key's subject has two tokens more
+	}
+	info, err := s.Info(ctx, opts...)
 	cancel()
 	q.mu.Lock()
 	changed := false
 	if err != nil {
 		q.depth.abort()
+		for i := range q.levelDepth {
+			q.levelDepth[i].abort()
+		}
 	} else {
 		changed = q.depth.end(info.State.Msgs, info.State.LastSeq)
+		q.endLevelsLocked(levels, info)
 	}
 	q.mu.Unlock()
 	if changed && q.ready != nil {
 		q.ready()
+	}
+}
+
+// endLevelsLocked ends the levels' refresh begun for levels levels with
+// info: each level's subject's count, the least urgent level's the rest
+// of the stream. Requires q.mu.
+func (q *Queue) endLevelsLocked(levels int, info *natsjs.StreamInfo) {
+	if len(q.levelDepth) != levels || levels < 2 { // reconfigured meanwhile: the next refresh counts
+		for i := range q.levelDepth {
+			q.levelDepth[i].abort()
+		}
+		return
+	}
+	counts := make([]uint64, levels)
+	rest := info.State.Msgs
+	for subj, n := range info.State.Subjects {
+		if l := levelOfSubject(q.subject, subj, levels); l < levels-1 {
+			counts[l] += n
+			rest -= min(n, rest)
+		}
+	}
+	counts[levels-1] = rest
+	for i := range q.levelDepth {
+		q.levelDepth[i].end(counts[i], info.State.LastSeq)
 	}
 }
 
@@ -211,10 +253,7 @@ func (q *Queue) keepAlive() {
 func (q *Queue) inProgress() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, h := range q.buf {
-		_ = h.msg.InProgress()
-	}
-	for _, h := range q.pb {
+	for _, h := range q.index.msgs {
 		_ = h.msg.InProgress()
 	}
 	for _, m := range q.taken {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -19,13 +20,6 @@ const (
 	retryEvery    = time.Second
 )
 
-// held is a fetched message and the job it carries.
-type held struct {
-	job *queue.Job
-	msg natsjs.Msg
-	at  time.Time // ready to start from
-}
-
 // Queue is one downstream's durable queue, a queue.Queue whose jobs are
 // stored in the stream: Offer's Stored publishes and waits for the PubAck,
 // Take hands out fetched messages, RetryLater naks with a delay. It settles
@@ -33,36 +27,46 @@ type held struct {
 // job's drain interval; GiveUp terms; Keep holds) and runs goroutines of
 // its own (queue.Service: fetch, maintain, keep-alive, from Start until
 // Close); the stream bounds and keeps its jobs, so it plays no
-// queue.Memory role.
+// queue.Memory role. The fetched jobs not started yet wait in a local
+// index of the memory kind its settings name (queue.Bucket, or queue.Fair
+// under fairness), so that they start in the memory backend's order.
 // Create it with Store.Queue. Its methods are safe for concurrent use and
 // never block on I/O (acks and naks are sent without waiting for an
 // answer).
 type Queue struct {
-	st       *Store
-	name     string
-	stream   string
-	subject  string
-	prefetch int   // held fetched jobs at most: base, or maxPrefetch under a per-key cap
-	base     int   // prefetchFor the lane's rate and concurrency
-	share    int64 // QueueSettings.StoreShare
+	st      *Store
+	name    string
+	stream  string
+	subject string
+	fair    bool  // queue.fairness key: each key's jobs on a subject of their own
+	base    int   // prefetchFor the lane's rate and concurrency
+	share   int64 // QueueSettings.StoreShare
 
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	backs  sync.WaitGroup // hand-backs and ledger deletes under way
 	ready  func()
 	wake   chan struct{} // cap 1: room in the prefetch, or ensured
 	order  order         // stores in the order of Offer
 
-	mu    sync.Mutex
-	buf   []held                     // fetched, not taken; FIFO
-	pb    []held                     // pushed back, held locally until at; sorted by at
-	taken map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
-	held  map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
+	levelsNow atomic.Int32 // levels, read by the intake's subject choice without mu
+
+	mu       sync.Mutex
+	prefetch int // held ready jobs at most (see prefetchLocked)
+	keyConc  bool
+	index    index                      // fetched, not taken
+	taken    map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
+	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
 	// unrecorded are due to leave the stream (ack or term) once their
 	// dedupe record is stored; see settleLocked.
 	unrecorded map[natsjs.Msg]*recordWrite
 	recs       recordWrites
-	depth      depthBook // stream's messages (refreshed; adjusted locally)
+	ledger     map[uint64]ledgerEntry // hand-backs of jobs held or taken, by sequence (count > 0)
+	naked      map[uint64]nakedJob    // handed back to wait out their delay, by sequence
+	depth      depthBook              // stream's messages (refreshed; adjusted locally)
+	levelDepth []depthBook            // per level, most urgent first (levels > 1, no fairness)
+	scratch    []int                  // Counts' scratch space
 	bounds     bounds
 	capDirty   bool
 	closed     bool
@@ -76,13 +80,14 @@ var (
 	_ queue.Settler = (*Queue)(nil)
 	_ queue.Service = (*Queue)(nil)
 	_ queue.Picker  = (*Queue)(nil)
+	_ queue.Counter = (*Queue)(nil)
 )
 
 // Roles is the queue with the roles it plays: it settles the jobs it
 // handed out with the stream, fetches in goroutines of its own, and the
 // drain may pass over a key's fetched jobs.
 func (q *Queue) Roles() queue.Roles {
-	return queue.Roles{Queue: q, Settler: q, Service: q, Picker: q}
+	return queue.Roles{Queue: q, Settler: q, Service: q, Picker: q, Counter: q}
 }
 
 // QueueSettings are what a downstream's queue needs of its lane's settings.
@@ -99,6 +104,15 @@ type QueueSettings struct {
 	// dead letters keep; a job past it is refused with queue.ErrNoSpace.
 	// 0 = none.
 	StoreShare int64
+	// Priorities is queue.priorities (levels; below 1 = 1); Fairness is
+	// queue.fairness key, with KeyCapacity (queue.key_capacity: the jobs
+	// one key may hold; 0 = Capacity) and Weights. Fairness is fixed for
+	// the queue's life (it chooses the subjects); the others follow
+	// Configure.
+	Priorities  int
+	Fairness    bool
+	KeyCapacity int
+	Weights     map[string]int
 }
 
 // Queue returns downstream ls.Name's queue. It does no I/O: the stream and
@@ -109,11 +123,14 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 		return nil, fmt.Errorf("jetstream: capacity must be >= 1, got %d", ls.Capacity)
 	}
 	q := &Queue{
-		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name),
-		prefetch: prefetchFor(ls), base: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
+		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name), fair: ls.Fairness,
+		base: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
 		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, bounds: ls.bounds(),
-		unrecorded: map[natsjs.Msg]*recordWrite{},
+		unrecorded: map[natsjs.Msg]*recordWrite{}, ledger: map[uint64]ledgerEntry{}, naked: map[uint64]nakedJob{},
 	}
+	q.index.init(ls.Fairness)
+	q.configureLocked(queue.Settings{Capacity: ls.Capacity, KeyCapacity: ls.KeyCapacity, Weights: ls.Weights,
+		Priorities: ls.Priorities, MaxBytes: ls.MaxBytes})
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.recs.ctx, q.recs.cancel = context.WithCancel(context.Background())
 	return q, nil
@@ -135,29 +152,30 @@ func (q *Queue) Start(ready func()) {
 	q.wg.Go(q.keepAlive)
 }
 
-// Close stops fetching, naks jobs fetched but not started (they are
-// redelivered at once to whichever instance drains next), waits up to
-// closeRecordWait for the dedupe records of delivered jobs (a job whose
-// record was not stored by then is nak'ed too: delivered again rather
-// than gone without its record) and waits for the queue's goroutines.
-// Idempotent.
+// Close stops fetching, hands jobs fetched but not started back to the
+// stream (each counted in the ledger first: the delivery was not a try;
+// they are redelivered at once to whichever instance drains next), waits
+// up to closeRecordWait for the dedupe records of delivered jobs (a job
+// whose record was not stored by then is nak'ed too: delivered again
+// rather than gone without its record) and waits for the queue's
+// goroutines. Idempotent.
 func (q *Queue) Close() error {
 	q.handBack()
 	q.waitRecords(closeRecordWait)
 	q.wg.Wait()
+	q.backs.Wait()
 	return nil
 }
 
-// handBack stops the goroutines (without waiting) and naks held jobs.
+// handBack stops the goroutines (without waiting) and hands held jobs back.
 func (q *Queue) handBack() {
 	q.cancel()
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.closed = true
-	for _, h := range append(q.buf, q.pb...) {
-		_ = h.msg.Nak()
+	if !q.closed {
+		q.closed = true
+		q.handBackLocked(q.index.release())
 	}
-	q.buf, q.pb = nil, nil
 	for m, t := range q.held { // delivered: ack now rather than lose the ack
 		t.Stop()
 		q.ackLocked(m)
@@ -167,11 +185,12 @@ func (q *Queue) handBack() {
 // Offer returns the Stored that publishes job to the stream: it may block
 // while the window of unacknowledged publishes is full, and calls done
 // from the store's goroutine with the job's position (an estimate: the
-// stream is shared) or an error wrapping queue.ErrFull (the stream is at
-// max_msgs) or queue.ErrDuplicate (its Nats-Msg-Id was stored already).
-// The stream has one priority level and keeps no ready instant: Priority
-// and NotBefore are not stored (the config refuses queue.priorities above
-// 1 on this kind, and the lane refuses a delayed job before offering it).
+// stream is shared; with levels, the jobs of its own and more urgent
+// levels) or an error wrapping queue.ErrFull (the stream is at max_msgs;
+// queue.ErrKeyFull: the key's subject at queue.key_capacity) or
+// queue.ErrDuplicate (its Nats-Msg-Id was stored already). Its priority
+// and instant are stored with it (headers), and its subject says its
+// level or key (see the package doc's Layout).
 func (q *Queue) Offer(job *queue.Job, _ time.Time) queue.Stored {
 	return queue.Later(func(done func(queue.Placed, error)) {
 		q.enqueue(job, func(pos int, err error) {
@@ -192,13 +211,32 @@ func (q *Queue) enqueue(job *queue.Job, done func(int, error)) {
 	q.st.publish(q, job, done)
 }
 
-// stored books the PubAck of stream sequence seq and returns the job's
-// position.
-func (q *Queue) stored(seq uint64) int {
+// stored books the PubAck of job, stored at stream sequence seq, and
+// returns its position: the stream's depth, or with levels the jobs of
+// its own and the more urgent levels.
+func (q *Queue) stored(seq uint64, job *queue.Job) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.depth.stored(seq)
-	return q.depth.n
+	if len(q.levelDepth) == 0 {
+		return q.depth.n
+	}
+	l := queue.Level(job, len(q.levelDepth))
+	q.levelDepth[l].stored(seq)
+	return q.aheadLocked(l)
+}
+
+// aheadLocked is the jobs of level l and the more urgent levels (all of
+// them without per-level counts). Requires q.mu.
+func (q *Queue) aheadLocked(l int) int {
+	if len(q.levelDepth) == 0 {
+		return q.depth.n
+	}
+	n := 0
+	for i := range q.levelDepth[:min(l, len(q.levelDepth)-1)+1] {
+		n += q.levelDepth[i].n
+	}
+	return n
 }
 
 func (q *Queue) streamHandle() natsjs.Stream {
@@ -207,69 +245,78 @@ func (q *Queue) streamHandle() natsjs.Stream {
 	return q.s
 }
 
-// Ahead is the stream's depth: every stored job starts first (the stream
-// keeps one level and no delayed jobs).
-func (q *Queue) Ahead(*queue.Job, time.Time) int { return q.Len() }
+// Ahead is the jobs that start first: the stream's depth, or with levels
+// (no fairness) the jobs of job's own level and the more urgent ones
+// (their subjects' counts; delayed jobs of those levels included). Under
+// fairness it is the stream's depth, an upper bound.
+func (q *Queue) Ahead(job *queue.Job, _ time.Time) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.levelDepth) == 0 {
+		return q.depth.n
+	}
+	return q.aheadLocked(queue.Level(job, len(q.levelDepth)))
+}
 
 // Cost is Len: the stream bounds jobs by count, not cost.
 func (q *Queue) Cost() int { return q.Len() }
 
 // Configure changes the bounds (capacity, and the byte bound: s.MaxBytes,
-// or the store share the queue was created with when it is 0); the stream
-// is updated in the background.
+// or the store share the queue was created with when it is 0; under
+// fairness the per-key bound, s.KeyCapacity), the levels and the weights;
+// the stream is updated in the background.
 func (q *Queue) Configure(s queue.Settings) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	b := bounds{capacity: s.Capacity, maxBytes: s.MaxBytes, explicit: s.MaxBytes > 0}
+	q.configureLocked(s)
+	q.signal()
+}
+
+func (q *Queue) configureLocked(s queue.Settings) {
+	b := bounds{capacity: s.Capacity, maxBytes: s.MaxBytes, explicit: s.MaxBytes > 0,
+		perKey: perKeyBound(q.fair, s.KeyCapacity, s.Capacity)}
 	if !b.explicit {
 		b.maxBytes = q.share
 	}
 	if b != q.bounds {
 		q.bounds, q.capDirty = b, true
 	}
-	q.prefetch = q.base
-	if s.KeyConcurrency > 0 { // look further ahead: a capped key's jobs hold their places in it
-		q.prefetch = maxPrefetch
+	levels := max(s.Priorities, 1)
+	q.levelsNow.Store(int32(levels))
+	switch {
+	case q.fair || levels == 1:
+		q.levelDepth = nil
+	case len(q.levelDepth) != levels:
+		q.levelDepth = make([]depthBook, levels) // counted at the next refresh
 	}
-	q.signal()
+	q.index.configure(s)
+	q.keyConc = s.KeyConcurrency > 0
 }
+
+// prefetchLocked is how many ready jobs the fetcher keeps: with levels or
+// fairness every job of the stream (capacity), so that the local index
+// orders them all; else the lane's prefetch, or maxPrefetch under a
+// per-key cap (look further ahead: a capped key's jobs hold their places
+// in it). Requires q.mu.
+func (q *Queue) prefetchLocked() int {
+	switch {
+	case q.indexAll():
+		return q.bounds.capacity
+	case q.keyConc:
+		return maxPrefetch
+	}
+	return q.base
+}
+
+// indexAll reports whether the local index must hold every job of the
+// stream: with levels or fairness. Requires q.mu.
+func (q *Queue) indexAll() bool { return q.fair || q.index.levels > 1 }
 
 // Keep holds a job whose delivery was cancelled at shutdown, as a pushback
 // does; Close hands it back to the stream, which redelivers it.
 func (q *Queue) Keep(job *queue.Job) bool {
 	q.RetryLater(job, time.Time{}, true)
 	return true
-}
-
-// NextReady returns when the next held job may start.
-func (q *Queue) NextReady() (time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	switch {
-	case len(q.pb) > 0:
-		return q.pb[0].at, true
-	case len(q.buf) > 0:
-		return q.buf[0].at, true
-	}
-	return time.Time{}, false
-}
-
-// Take hands out the next job: a pushed-back job first once its time came.
-func (q *Queue) Take(now time.Time) (*queue.Job, time.Time, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var h held
-	switch {
-	case len(q.pb) > 0 && !q.pb[0].at.After(now):
-		h, q.pb = q.pb[0], q.pb[1:]
-	case len(q.buf) > 0:
-		h, q.buf = q.buf[0], q.buf[1:]
-	default:
-		return nil, time.Time{}, false
-	}
-	q.taken[h.job] = h.msg
-	q.signal()
-	return h.job, h.at, true
 }
 
 // Ack acks job's message at at: until then it
@@ -307,8 +354,9 @@ func (q *Queue) ackLocked(m natsjs.Msg) {
 }
 
 // RetryLater naks job with the delay until at, so the retry waits in the
-// stream; a pushed-back job is held here (kept alive) while the lane
-// pauses, so the pushback does not count as a delivery.
+// stream; a pushed-back job is held here (kept alive; a retry of its level
+// in the local index) while the lane pauses, so the pushback does not
+// count as a delivery.
 func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -317,19 +365,14 @@ func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 		return
 	}
 	delete(q.taken, job)
-	if pushback && !q.closed {
-		i := len(q.pb)
-		for i > 0 && q.pb[i-1].at.After(at) {
-			i--
-		}
-		q.pb = append(q.pb, held{})
-		copy(q.pb[i+1:], q.pb[i:])
-		q.pb[i] = held{job: job, msg: m, at: at}
-		return
-	}
-	if d := time.Until(at); d > 0 {
-		_ = m.NakWithDelay(d)
-	} else {
+	switch {
+	case pushback && !q.closed:
+		q.index.retry(job, m, at)
+	case pushback: // after the hand-back: not a try either
+		q.handBackLocked([]natsjs.Msg{m})
+	case time.Until(at) > 0:
+		_ = m.NakWithDelay(time.Until(at))
+	default:
 		_ = m.Nak()
 	}
 }
@@ -345,8 +388,9 @@ func (q *Queue) GiveUp(job *queue.Job) {
 	}
 }
 
-// Release stops fetching and hands fetched jobs back to the stream; it
-// returns none, since the stored jobs stay stored at shutdown. (Expiry of
+// Release stops fetching and hands fetched jobs back to the stream (Close
+// waits for that); it returns none, since the stored jobs stay stored at
+// shutdown. (Expiry of
 // stored jobs is checked when a start reaches them: there is no front to
 // drop.)
 func (q *Queue) Release() []*queue.Job {

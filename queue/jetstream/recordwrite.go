@@ -96,6 +96,7 @@ func (q *Queue) finishLocked(m natsjs.Msg, term bool) {
 		_ = m.Ack()
 	}
 	q.depth.remove()
+	q.forgetLocked(m)
 }
 
 // writeRecord is a record write's goroutine: it stores w's record, sending

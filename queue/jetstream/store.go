@@ -94,6 +94,8 @@ type Store struct {
 	pending map[*nats.Msg]pendingPub // async publishes awaiting their PubAck
 	records natsjs.Stream            // the dedupe records' stream, once ensured
 
+	ledger ledgerStore // the hand-backs' bucket, once found or created
+
 	watchMu  sync.Mutex   // serialises startRecords
 	watching bool         // the records stream's watch feeds table
 	table    *recordTable // the records of the window, in memory
@@ -147,6 +149,11 @@ func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 	} else if err := st.waitRecords(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	if len(queues) > 0 {
+		if _, _, err := st.handbacks(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for _, qs := range queues {
 		if _, _, err := st.ensure(ctx, qs.Name, qs.bounds()); err != nil {
 			errs = append(errs, err)
@@ -190,7 +197,7 @@ func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
 
 // send stores job for q; done gets the PubAck's answer.
 func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
-	m := encode(q.subject, job)
+	m := encode(q.subjectFor(job), job)
 	st.mu.Lock()
 	st.pending[m] = pendingPub{q: q, job: job, done: done}
 	st.mu.Unlock()
@@ -219,7 +226,7 @@ func (st *Store) onAck(_ natsjs.JetStream, m *nats.Msg, pa *natsjs.PubAck) {
 		go st.duplicate(p, pa.Sequence) // looks the original up: I/O
 		return
 	}
-	p.done(p.q.stored(pa.Sequence), nil)
+	p.done(p.q.stored(pa.Sequence, p.job), nil)
 }
 
 func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {
@@ -237,8 +244,9 @@ const (
 	errCodeStorageResources = 10047 // the server cannot reserve the storage
 )
 
-// refused maps the store's refusal of a publish to q's error: the stream
-// at its max_msgs is queue.ErrFull; at its max_bytes, queue.ErrMaxBytes
+// refused maps the store's refusal of a publish to q's error: a key's
+// subject at its max_msgs_per_subject (queue.key_capacity under fairness)
+// is queue.ErrKeyFull; the stream at its max_msgs is queue.ErrFull; at its max_bytes, queue.ErrMaxBytes
 // when that bound is queue.max_bytes, queue.ErrNoSpace when it is the
 // queue's share of a bounded store; the server or account out of storage
 // is queue.ErrNoSpace. The server's own words are kept in the chain for
@@ -252,6 +260,8 @@ func (q *Queue) refused(err error) error {
 	explicit := q.bounds.maxBytes > 0 && q.bounds.explicit
 	q.mu.Unlock()
 	switch {
+	case strings.Contains(apiErr.Description, "maximum messages per subject"):
+		return fmt.Errorf("%w: stream %s: %v", queue.ErrKeyFull, q.stream, err)
 	case strings.Contains(apiErr.Description, "maximum messages"):
 		return fmt.Errorf("%w: stream %s: %v", queue.ErrFull, q.stream, err)
 	case strings.Contains(apiErr.Description, "maximum bytes") && explicit:

@@ -21,15 +21,29 @@ type bounds struct {
 	// explicit says maxBytes is queue.max_bytes; else it is the queue's
 	// share of a bounded store (QueueSettings.StoreShare).
 	explicit bool
+	// perKey is queue.key_capacity under fairness: the jobs one key's
+	// subject may hold (max_msgs_per_subject, discard new per subject);
+	// 0 = none.
+	perKey int
 }
 
 // bounds are qs's stream bounds: queue.max_bytes when set, else the
 // store share.
 func (qs QueueSettings) bounds() bounds {
+	b := bounds{capacity: qs.Capacity, maxBytes: qs.StoreShare, perKey: perKeyBound(qs.Fairness, qs.KeyCapacity, qs.Capacity)}
 	if qs.MaxBytes > 0 {
-		return bounds{capacity: qs.Capacity, maxBytes: qs.MaxBytes, explicit: true}
+		b.maxBytes, b.explicit = qs.MaxBytes, true
 	}
-	return bounds{capacity: qs.Capacity, maxBytes: qs.StoreShare}
+	return b
+}
+
+// perKeyBound is the jobs one key's subject may hold: key_capacity under
+// fairness when it bounds anything (0, or the capacity, does not), else 0.
+func perKeyBound(fair bool, keyCap, capacity int) int {
+	if !fair || keyCap <= 0 || keyCap >= capacity {
+		return 0
+	}
+	return keyCap
 }
 
 // streamConfig is the stream that holds downstream's queue.
@@ -41,7 +55,7 @@ func (st *Store) streamConfig(downstream string, b bounds) natsjs.StreamConfig {
 	return natsjs.StreamConfig{
 		Name:        st.StreamName(downstream),
 		Description: "shaperd queue of downstream " + downstream,
-		Subjects:    []string{st.Subject(downstream)},
+		Subjects:    st.subjects(downstream),
 		Retention:   natsjs.WorkQueuePolicy,
 		Storage:     storage,
 		Replicas:    st.set.Replicas,
@@ -50,7 +64,20 @@ func (st *Store) streamConfig(downstream string, b bounds) natsjs.StreamConfig {
 		Discard:     natsjs.DiscardNew,
 		MaxMsgSize:  st.set.MaxMsgSize,
 		Duplicates:  st.set.DedupeWindow,
+		// Under fairness each key's jobs are on a subject of their own:
+		// the server bounds each key for every instance and producer.
+		MaxMsgsPerSubject:    streamMaxPerKey(b.perKey),
+		DiscardNewPerSubject: b.perKey > 0,
 	}
+}
+
+// streamMaxPerKey is a stream's max_msgs_per_subject for a per-key bound
+// of n jobs (0 = none).
+func streamMaxPerKey(n int) int64 {
+	if n <= 0 {
+		return -1
+	}
+	return int64(n)
 }
 
 // streamMaxBytes is a stream's max_bytes for a bound of n bytes (0 = none).
@@ -104,16 +131,8 @@ func (st *Store) ensure(ctx context.Context, downstream string, b bounds) (natsj
 		if err := incompatible(have, want); err != nil {
 			return nil, nil, err
 		}
-		if have.MaxMsgs != want.MaxMsgs || have.MaxBytes != want.MaxBytes || have.MaxMsgSize != want.MaxMsgSize ||
-			have.Duplicates != want.Duplicates {
-			upd := have
-			upd.MaxMsgs, upd.MaxBytes, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxBytes, want.MaxMsgSize, want.Duplicates
-			rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
-			defer cancel()
-			if s, err = st.js.UpdateStream(rctx, upd); err != nil {
-				return nil, nil, fmt.Errorf("update stream %s (max_msgs %d, max_bytes %d, max_msg_size %d, duplicates %s): %w",
-					want.Name, want.MaxMsgs, want.MaxBytes, want.MaxMsgSize, want.Duplicates, err)
-			}
+		if s, err = st.update(ctx, s, have, want); err != nil {
+			return nil, nil, err
 		}
 	}
 	rctx, cancel = context.WithTimeout(ctx, RequestTimeout)
@@ -125,10 +144,40 @@ func (st *Store) ensure(ctx context.Context, downstream string, b bounds) (natsj
 	return s, c, nil
 }
 
+// update brings an existing stream's changeable settings to want's: the
+// bounds, message size and duplicate window, and the subjects of the
+// previous version's layout (one subject, <SubjectPrefix>.D), which are
+// extended in place (additive: each job stored there keeps its meaning).
+func (st *Store) update(ctx context.Context, s natsjs.Stream, have, want natsjs.StreamConfig) (natsjs.Stream, error) {
+	migrate := !slices.Equal(have.Subjects, want.Subjects)
+	if have.MaxMsgs == want.MaxMsgs && have.MaxBytes == want.MaxBytes && have.MaxMsgSize == want.MaxMsgSize &&
+		have.Duplicates == want.Duplicates && have.MaxMsgsPerSubject == want.MaxMsgsPerSubject &&
+		have.DiscardNewPerSubject == want.DiscardNewPerSubject && !migrate {
+		return s, nil
+	}
+	upd := have
+	upd.MaxMsgs, upd.MaxBytes, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxBytes, want.MaxMsgSize, want.Duplicates
+	upd.MaxMsgsPerSubject, upd.DiscardNewPerSubject, upd.Subjects = want.MaxMsgsPerSubject, want.DiscardNewPerSubject, want.Subjects
+	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	s, err := st.js.UpdateStream(rctx, upd)
+	if err != nil {
+		return nil, fmt.Errorf("update stream %s (subjects %v, max_msgs %d, max_bytes %d, max_msgs_per_subject %d, max_msg_size %d, duplicates %s): %w",
+			want.Name, want.Subjects, want.MaxMsgs, want.MaxBytes, want.MaxMsgsPerSubject, want.MaxMsgSize, want.Duplicates, err)
+	}
+	if migrate {
+		st.log.Info("jetstream queue stream migrated to the layout of priorities, delays and fairness: its jobs keep their meaning",
+			"stream", want.Name, "subjects_were", "["+strings.Join(have.Subjects, ", ")+"]", "subjects", "["+strings.Join(want.Subjects, ", ")+"]")
+	}
+	return s, nil
+}
+
 // incompatible compares the settings that are never changed automatically.
+// The subjects of the previous version's layout are not incompatible:
+// update extends them.
 func incompatible(have, want natsjs.StreamConfig) error {
 	errs := Unchangeable(have, want, ErrIncompatible, "jobs")
-	if !slices.Equal(have.Subjects, want.Subjects) {
+	if !slices.Equal(have.Subjects, want.Subjects) && !slices.Equal(have.Subjects, want.Subjects[:1]) {
 		errs = append(errs, unchangeable(have.Name, "subjects", "["+strings.Join(have.Subjects, ", ")+"]",
 			"["+strings.Join(want.Subjects, ", ")+"]", ErrIncompatible, "jobs"))
 	}
