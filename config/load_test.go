@@ -32,7 +32,6 @@ nats.embedded.max_store: must be 0 (the server's own limit) or 1MiB..1048576GiB,
 		{"bad_rate", `downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
 		{"bare_rate", `downstreams.printer.rate: "2" is not a rate: it needs a unit; write e.g. 2/s or 2/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
 		{"priorities_bad", `downstreams.printer.queue.priorities: must be 1..10, got 11 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_PRIORITIES)`},
-		{"priorities_jetstream", `downstreams.printer.queue.priorities: 3 levels need queue.backend memory: priorities are not durable on jetstream yet; use backend: memory, or priorities: 1 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_PRIORITIES)`},
 		{"key_concurrency_bad", `downstreams.printer.queue.key_concurrency: must be 0 (off) or 1..concurrency (4), got 5 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_KEY_CONCURRENCY)
 downstreams.scanner.queue.key_concurrency: must be 0 (off) or 1..concurrency (1), got -1 (env SHAPER_DOWNSTREAMS_SCANNER_QUEUE_KEY_CONCURRENCY)`},
 		{"max_delay_bad", `downstreams.printer.queue.max_delay: must be 1ms..168h, got 200h (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_DELAY)`},

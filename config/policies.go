@@ -13,10 +13,6 @@ func (d Downstream) validatePolicies(v validator, p string) {
 	if k := p + "queue.max_cost"; v.ok(k) && v.ok(p+"queue.capacity") && (q.MaxCost < 1 || q.MaxCost > max(q.Capacity, 1)) {
 		v.add(k, "must be 1..queue.capacity (%d), got %d", q.Capacity, q.MaxCost)
 	}
-	if k := p + "queue.priorities"; v.ok(k) && v.ok(p+"queue.backend") && q.Priorities > 1 && q.Priorities <= shaper.MaxPriorities && q.Backend == BackendJetStream {
-		v.add(k, "%d levels need queue.backend memory: priorities are not durable on jetstream yet; "+
-			"use backend: memory, or priorities: 1", q.Priorities)
-	}
 	d.validateKeyConcurrency(v, p)
 	k := p + "queue.fairness"
 	switch {
@@ -33,8 +29,6 @@ func (d Downstream) validatePolicies(v validator, p string) {
 	case q.Fairness != FairnessKey:
 		v.add(k, "%q is not a fairness mode; use none or key", q.Fairness)
 		return
-	case q.Backend == BackendJetStream && v.ok(p+"queue.backend"):
-		v.add(k, "key needs queue.backend memory (fair queuing is in memory only); use backend: memory, or fairness: none")
 	}
 	if kc := p + "queue.key_capacity"; v.ok(kc) && q.KeyCapacity != 0 && (q.KeyCapacity < q.MaxCost || q.KeyCapacity > q.Capacity) {
 		v.add(kc, "must be 0 (= queue.capacity) or queue.max_cost..queue.capacity (%d..%d), got %d", q.MaxCost, q.Capacity, q.KeyCapacity)

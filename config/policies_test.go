@@ -12,8 +12,7 @@ import (
 func TestPoliciesFailures(t *testing.T) {
 	t.Parallel()
 	_, err := LoadWith("testdata/policies_bad.yaml", noEnv)
-	want := `downstreams.erp.queue.fairness: key needs queue.backend memory (fair queuing is in memory only); use backend: memory, or fairness: none (env SHAPER_DOWNSTREAMS_ERP_QUEUE_FAIRNESS)
-downstreams.gql.queue.key_capacity: must be 0 (= queue.capacity) or queue.max_cost..queue.capacity (11..10), got 20 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_KEY_CAPACITY)
+	want := `downstreams.gql.queue.key_capacity: must be 0 (= queue.capacity) or queue.max_cost..queue.capacity (11..10), got 20 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_KEY_CAPACITY)
 downstreams.gql.queue.max_cost: must be 1..queue.capacity (10), got 11 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_MAX_COST)
 downstreams.gql.queue.weights: "silver" is not key=weight; write e.g. gold=3,silver=2 (env SHAPER_DOWNSTREAMS_GQL_QUEUE_WEIGHTS)
 downstreams.gql.rate_control: "turbo" is not a rate control; use fixed or adaptive (env SHAPER_DOWNSTREAMS_GQL_RATE_CONTROL)
@@ -45,5 +44,19 @@ func TestPoliciesSettings(t *testing.T) {
 	next.Downstreams["gql"] = d
 	if keys := RestartRequired(cfg, next); !reflect.DeepEqual(keys, []string{"downstreams.gql.queue.fairness"}) {
 		t.Errorf("RestartRequired = %v, want the fairness key", keys)
+	}
+}
+
+// TestPoliciesOnJetstream: priorities and fairness are accepted on the
+// jetstream backend (the durable queue keeps them).
+func TestPoliciesOnJetstream(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadWith("testdata/priorities_jetstream.yaml", noEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := cfg.ShaperSettings().Lanes[0]
+	if !ls.Durable || ls.Priorities != 3 || !ls.Fairness || ls.KeyCapacity != 4 {
+		t.Fatalf("lane %+v, want durable with 3 levels, fairness and key capacity 4", ls)
 	}
 }

@@ -16,8 +16,7 @@ import (
 // and wait metric from its instant.
 
 // checkSchedule refuses, as bad_request, a job whose priority level is
-// past the lane's levels, or whose delay is beyond its max delay or is
-// asked of a durable queue (which does not keep delayed jobs yet).
+// past the lane's levels, or whose delay is beyond its max delay.
 // Requires l.mu.
 func (l *lane) checkSchedule(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
 	if k := max(l.cfg.Priorities, 1); job.Priority > k {
@@ -33,10 +32,6 @@ func (l *lane) checkSchedule(now time.Time, job *queue.Job, rc Receipt) (Receipt
 	switch {
 	case d <= 0:
 		return rc, true
-	case l.cfg.Durable:
-		return l.s.reject(l, rc, ReasonBadRequest, 0,
-			fmt.Errorf("downstream %q keeps its queue on jetstream, which does not hold delayed jobs yet: "+
-				"send the job without a delay, or use queue.backend memory", l.name)), false
 	case d > cmp0(l.cfg.MaxDelay, DefaultMaxDelay):
 		return l.s.reject(l, rc, ReasonBadRequest, 0,
 			fmt.Errorf("the job is delayed %s, beyond downstream %q's queue.max_delay %s",

@@ -116,9 +116,6 @@ func normalizePolicies(ls *Lane, bad func(string, ...any)) {
 	if !b.Fairness {
 		return
 	}
-	if ls.Durable {
-		bad("fairness: needs the memory queue")
-	}
 	b.KeyCapacity = cmp.Or(b.KeyCapacity, ls.Capacity)
 	if b.KeyCapacity < b.MaxCost || b.KeyCapacity > ls.Capacity {
 		bad("key capacity: must be max cost (%d)..capacity (%d), got %d", b.MaxCost, ls.Capacity, b.KeyCapacity)
@@ -140,9 +137,6 @@ func normalizeSchedule(ls *Lane, bad func(string, ...any)) {
 	b.Priorities = cmp.Or(b.Priorities, 1)
 	if b.Priorities < 1 || b.Priorities > MaxPriorities {
 		bad("priorities: must be 1..%d, got %d", MaxPriorities, b.Priorities)
-	}
-	if ls.Durable && b.Priorities > 1 {
-		bad("priorities: needs the memory queue (priorities are not durable yet)")
 	}
 	b.MaxDelay = cmp.Or(b.MaxDelay, DefaultMaxDelay)
 	if b.MaxDelay < 0 || b.MaxDelay > MaxMaxDelay {

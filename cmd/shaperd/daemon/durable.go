@@ -122,5 +122,6 @@ func jetStreamSettings(cfg config.Config, d *Daemon) jetstream.Settings {
 // and its share of a bounded store.
 func (d *Daemon) queueSettings(ls shaper.LaneSettings) jetstream.QueueSettings {
 	return jetstream.QueueSettings{Name: ls.Name, Capacity: ls.Capacity, Rate: ls.Rate, Concurrency: ls.Concurrency,
-		MaxBytes: ls.MaxBytes, StoreShare: d.shares.queue(ls.Name)}
+		MaxBytes: ls.MaxBytes, StoreShare: d.shares.queue(ls.Name), Priorities: ls.Priorities, Fairness: ls.Fairness,
+		KeyCapacity: ls.KeyCapacity, Weights: ls.Weights}
 }
