@@ -1,7 +1,9 @@
 package jetstream
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,8 +92,11 @@ func (q *Queue) nakDelayed(m natsjs.Msg, job *queue.Job, seq uint64, stored time
 
 // handBackLocked hands ms, fetched and not tried, back to the stream, in
 // a goroutine of its own (Close waits for it): each is counted in the
-// ledger, then nak'ed, so it is delivered again at once without counting
-// a try. Requires q.mu.
+// ledger, then all are nak'ed, in stream order, and delivered again at
+// once without counting a try. (The server may still redeliver them out
+// of that order: a message it offers to a pull that cannot take it, such
+// as a stopped fetcher's, goes to the back of its redelivery queue.)
+// Requires q.mu.
 func (q *Queue) handBackLocked(ms []natsjs.Msg) {
 	if len(ms) == 0 {
 		return
@@ -112,29 +117,33 @@ func (q *Queue) handBackLocked(ms []natsjs.Msg) {
 		}
 		backs = append(backs, b)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), closeRecordWait)
-	next := make(chan back)
-	var workers sync.WaitGroup
-	for range min(len(backs), handBackWorkers) {
-		workers.Go(func() {
-			for b := range next {
-				if b.seq != 0 && ctx.Err() == nil {
+	slices.SortFunc(backs, func(a, b back) int { return cmp.Compare(a.seq, b.seq) })
+	q.backs.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeRecordWait)
+		defer cancel()
+		next := make(chan back)
+		var workers sync.WaitGroup
+		for range min(len(backs), handBackWorkers) {
+			workers.Go(func() {
+				for b := range next {
+					if b.seq == 0 || ctx.Err() != nil {
+						continue
+					}
 					if _, err := q.st.ledgerPut(ctx, q.stream, b.seq, b.stored, b.e.count+1); err != nil {
 						q.st.log.Warn("jetstream ledger not written: a job handed back at the stop counts as a try",
 							"stream", q.stream, "error", err.Error())
 					}
 				}
-				_ = b.m.Nak()
-			}
-		})
-	}
-	q.backs.Go(func() {
-		defer cancel()
+			})
+		}
 		for _, b := range backs {
 			next <- b
 		}
 		close(next)
 		workers.Wait()
+		for _, b := range backs {
+			_ = b.m.Nak()
+		}
 	})
 }
 

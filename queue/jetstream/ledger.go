@@ -57,28 +57,45 @@ func (st *Store) handbacks(ctx context.Context) (natsjs.KeyValue, natsjs.Stream,
 	if l.kv != nil {
 		return l.kv, l.stream, nil
 	}
+	cfg := st.ledgerConfig()
+	s, err := st.js.Stream(ctx, cfg.Name)
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		s, err = st.js.CreateStream(ctx, cfg)
+		if errors.Is(err, natsjs.ErrStreamNameAlreadyInUse) {
+			s, err = st.js.Stream(ctx, cfg.Name)
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger bucket %s: %w", st.HandbackBucket(), err)
+	}
+	kv, err := st.js.KeyValue(ctx, st.HandbackBucket())
+	if err != nil {
+		return nil, nil, fmt.Errorf("ledger bucket %s: %w", st.HandbackBucket(), err)
+	}
+	l.kv, l.stream = kv, s
+	return kv, s, nil
+}
+
+// ledgerConfig is the ledger's stream: a NATS KV bucket's layout (one
+// value per key, direct gets), created as a stream, as the records' is,
+// because a bucket made by the KV API denies deleting a message, and an
+// entry is deleted by its sequence so that no delete marker stays.
+func (st *Store) ledgerConfig() natsjs.StreamConfig {
 	storage := natsjs.FileStorage
 	if st.set.Storage == "memory" {
 		storage = natsjs.MemoryStorage
 	}
-	cfg := natsjs.KeyValueConfig{Bucket: st.HandbackBucket(), History: 1, Storage: storage, Replicas: st.set.Replicas,
-		Description: "shaperd: deliveries of queued jobs that were not tries (delays, hand-backs at a stop)"}
-	kv, err := st.js.KeyValue(ctx, cfg.Bucket)
-	if errors.Is(err, natsjs.ErrBucketNotFound) {
-		kv, err = st.js.CreateKeyValue(ctx, cfg)
-		if errors.Is(err, natsjs.ErrBucketExists) {
-			kv, err = st.js.KeyValue(ctx, cfg.Bucket)
-		}
+	return natsjs.StreamConfig{
+		Name:              kvStreamPre + st.HandbackBucket(),
+		Description:       "shaperd: deliveries of queued jobs that were not tries (delays, hand-backs at a stop)",
+		Subjects:          []string{kvSubjectPre + st.HandbackBucket() + ".>"},
+		Storage:           storage,
+		Replicas:          st.set.Replicas,
+		MaxMsgsPerSubject: 1,
+		Discard:           natsjs.DiscardOld,
+		AllowRollup:       true,
+		AllowDirect:       true,
 	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("ledger bucket %s: %w", cfg.Bucket, err)
-	}
-	s, err := st.js.Stream(ctx, kvStreamPre+cfg.Bucket)
-	if err != nil {
-		return nil, nil, fmt.Errorf("ledger bucket %s: %w", cfg.Bucket, err)
-	}
-	l.kv, l.stream = kv, s
-	return kv, s, nil
 }
 
 // ledgerKey is the key of the job at seq in stream.
