@@ -2,32 +2,45 @@ package test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/shaperd/shaper/config"
 )
 
 // prioLane is a memory downstream with priority levels.
 func prioLane(name, rate string, capacity, levels int, url string) string {
-	return laneQ(name, rate, fmt.Sprintf("{ capacity: %d, backend: memory, priorities: %d }", capacity, levels), url)
+	return prioLaneOn("memory", name, rate, capacity, levels, url)
+}
+
+// prioLaneOn is a downstream with priority levels on backend.
+func prioLaneOn(backend, name, rate string, capacity, levels int, url string) string {
+	return laneQ(name, rate, fmt.Sprintf("{ capacity: %d, backend: %s, priorities: %d }", capacity, backend, levels), url)
+}
+
+// onBothBackends runs test as a parallel subtest per queue backend.
+func onBothBackends(t *testing.T, test func(t *testing.T, backend string)) {
+	t.Parallel()
+	for _, backend := range []string{"memory", "jetstream"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			test(t, backend)
+		})
+	}
 }
 
 // TestPrioritiesUrgentFirst: 20 ordinary jobs, then 5 urgent ones. The
 // urgent ones start one after another within two starts of their arrival,
 // each level keeps FIFO order, and the replies' positions count only the
-// jobs that start before each job.
-func TestPrioritiesUrgentFirst(t *testing.T) {
-	t.Parallel()
+// jobs that start before each job. On both backends.
+func TestPrioritiesUrgentFirst(t *testing.T) { onBothBackends(t, prioritiesUrgentFirst) }
+
+func prioritiesUrgentFirst(t *testing.T, backend string) {
 	srv := runNATS(t)
 	ds := newDownstream(t)
-	in := startDaemon(t, srv, baseConfig(prioLane("api", "20/s", 100, 3, ds.URL)))
+	in := startDaemon(t, srv, baseConfig(prioLaneOn(backend, "api", "20/s", 100, 3, ds.URL)))
 	for i := range 20 {
 		r := in.request(t, "shaper.jobs.api", []byte(fmt.Sprint("o", i)), nil)
 		if r.Status != "accepted" || r.Position < 1 || r.Position > i+1 {
@@ -69,12 +82,13 @@ func TestPrioritiesUrgentFirst(t *testing.T) {
 // TestDelayedJob: a job delayed 2 s starts no earlier than 2 s after it
 // was sent, while a job sent after it without a delay starts at once; the
 // reply names the instant (fractions of a second kept from a
-// Shaper-Not-Before).
-func TestDelayedJob(t *testing.T) {
-	t.Parallel()
+// Shaper-Not-Before). On both backends.
+func TestDelayedJob(t *testing.T) { onBothBackends(t, delayedJob) }
+
+func delayedJob(t *testing.T, backend string) {
 	srv := runNATS(t)
 	ds := newDownstream(t)
-	in := startDaemon(t, srv, baseConfig(prioLane("api", "20/s", 100, 1, ds.URL)))
+	in := startDaemon(t, srv, baseConfig(prioLaneOn(backend, "api", "20/s", 100, 1, ds.URL)))
 	sent := time.Now()
 	r := in.request(t, "shaper.jobs.api", []byte("late"), map[string]string{"Shaper-Delay": "2s"})
 	nb, err := time.Parse(time.RFC3339Nano, r.NotBefore)
@@ -108,13 +122,14 @@ func TestDelayedJob(t *testing.T) {
 
 // TestDelayedDueTogetherArePaced: 500 jobs due at one instant start no
 // earlier than it and at the drain rate, with no burst: over any 1 s
-// window at most rate × 1.1 + 1 starts.
-func TestDelayedDueTogetherArePaced(t *testing.T) {
-	t.Parallel()
+// window at most rate × 1.1 + 1 starts. On both backends.
+func TestDelayedDueTogetherArePaced(t *testing.T) { onBothBackends(t, delayedDueTogetherArePaced) }
+
+func delayedDueTogetherArePaced(t *testing.T, backend string) {
 	const n, rate = 500, 100
 	srv := runNATS(t)
 	ds := newDownstream(t)
-	in := startDaemon(t, srv, baseConfig(prioLane("api", fmt.Sprintf("%d/s", rate), 1000, 1, ds.URL)))
+	in := startDaemon(t, srv, baseConfig(prioLaneOn(backend, "api", fmt.Sprintf("%d/s", rate), 1000, 1, ds.URL)))
 	due := time.Now().Add(1500 * time.Millisecond)
 	for i := range n {
 		m := natsMsg("shaper.jobs.api", fmt.Sprint(i), "Shaper-Not-Before", due.Format(time.RFC3339Nano))
@@ -179,32 +194,6 @@ func TestPrioritiesBadHeaders(t *testing.T) {
 		case tc.want != "" && (r.Reason != "bad_request" || !strings.Contains(r.Error, tc.want)):
 			t.Errorf("%s: %+v, want bad_request naming %q", tc.name, r, tc.want)
 		}
-	}
-}
-
-// TestPrioritiesJetstreamRefused: on a jetstream queue, priorities above 1
-// are refused at config load and a delayed job at intake, until the
-// durable layout keeps them.
-func TestPrioritiesJetstreamRefused(t *testing.T) {
-	t.Parallel()
-	path := filepath.Join(t.TempDir(), "shaper.yaml")
-	yaml := baseConfig(laneQ("api", "20/s", "{ capacity: 100, backend: jetstream, priorities: 3 }", "http://127.0.0.1:1"))
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, err := config.Load(path)
-	if err == nil || !strings.Contains(err.Error(), "downstreams.api.queue.priorities: 3 levels need queue.backend memory") {
-		t.Fatalf("config.Load: %v, want the priorities refused on jetstream", err)
-	}
-	srv := runNATS(t)
-	ds := newDownstream(t)
-	in := startDaemon(t, srv, baseConfig(durableLane("api", "20/s", 100, "", ds.URL)))
-	r := in.request(t, "shaper.jobs.api", []byte("late"), map[string]string{"Shaper-Delay": "1s"})
-	if r.Reason != "bad_request" || !strings.Contains(r.Error, "jetstream, which does not hold delayed jobs yet") {
-		t.Fatalf("delayed job on jetstream: %+v, want bad_request saying why", r)
-	}
-	if r := in.request(t, "shaper.jobs.api", []byte("p0"), map[string]string{"Shaper-Priority": "0"}); r.Status != "accepted" {
-		t.Fatalf("priority 0 on a one-level jetstream queue: %+v, want accepted", r)
 	}
 }
 
