@@ -52,12 +52,11 @@ type Queue struct {
 
 	levelsNow atomic.Int32 // levels, read by the intake's subject choice without mu
 
-	mu       sync.Mutex
-	prefetch int // held ready jobs at most (see prefetchLocked)
-	keyConc  bool
-	index    index                      // fetched, not taken
-	taken    map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
-	held     map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
+	mu      sync.Mutex
+	keyConc bool
+	index   index                      // fetched, not taken
+	taken   map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
+	held    map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
 	// unrecorded are due to leave the stream (ack or term) once their
 	// dedupe record is stored; see settleLocked.
 	unrecorded map[natsjs.Msg]*recordWrite
