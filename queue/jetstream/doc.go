@@ -6,11 +6,32 @@
 //
 // Downstream D gets stream <StreamPrefix>_D (file storage by default,
 // work-queue retention, discard new, MaxMsgs = queue.capacity) bound to
-// subject <SubjectPrefix>.D, which is outside ingress.subject_prefix so the
-// intake never sees it. The server enforces the bound for every instance
-// and producer; a full stream's refusal becomes queue_full. The stream's
-// duplicate window is ingress.dedupe_window and the producer's Nats-Msg-Id
-// is passed on, so a repeated id is stored once while its job is stored.
+// subjects <SubjectPrefix>.D and <SubjectPrefix>.D.>, which are outside
+// ingress.subject_prefix so the intake never sees them. The server
+// enforces the bound for every instance and producer; a full stream's
+// refusal becomes queue_full. The stream's duplicate window is
+// ingress.dedupe_window and the producer's Nats-Msg-Id is passed on, so a
+// repeated id is stored once while its job is stored.
+//
+// Where a job is stored says its level or key: with one level and no
+// fairness every job is on .D; with queue.priorities K > 1 (no fairness)
+// level L < K−1 is on .D.p<L> and level K−1 on .D, so that a refresh reads
+// each level's count (stream info with the subject filter .D.*) for Ahead,
+// the reply's position and Counts; under queue.fairness key each key's
+// jobs are on .D.k.<token> (the key in base64url without padding; "" is
+// "_"), and the stream has MaxMsgsPerSubject = queue.key_capacity with
+// discard new per subject, so the server bounds each key, in jobs, for
+// every instance (its refusal is queue.ErrKeyFull, queue_full naming
+// queue.key_capacity). A job's priority (Shaper-Priority: P, absent = the
+// least urgent level) and a delayed job's instant (Shaper-Not-Before, unix
+// nanoseconds, kept to the nanosecond) are headers: the subject is only
+// for counting and bounding, so a job keeps its level when K changes.
+//
+// Migration: a stream with the previous version's one subject, .D, is
+// updated in place to both subjects, with one log line; its jobs keep
+// their meaning (no priority header: the least urgent level; no instant:
+// ready; the key from Shaper-Key). Any other subject set is
+// ErrIncompatible, never changed.
 //
 // # Dedupe records
 //

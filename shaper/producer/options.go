@@ -58,8 +58,8 @@ func Header(name, value string) Option {
 // to the downstream's queue.priorities − 1 (a job without one is in the
 // least urgent level). A start takes the most urgent ready job; equal
 // levels keep FIFO order. shaperd refuses p outside 0..queue.priorities−1
-// as bad_request, and refuses queue.priorities above 1 on a jetstream
-// queue (not durable yet), so there only 0 is valid. A shaperd without
+// as bad_request; on a jetstream queue the level is stored with the job
+// and survives a restart. A shaperd without
 // priorities drops the header (like every Shaper- header) and queues the
 // job in FIFO order.
 func Priority(p int) Option { return setHeader(HeaderPriority, strconv.Itoa(p)) }
@@ -69,8 +69,9 @@ func Priority(p int) Option { return setHeader(HeaderPriority, strconv.Itoa(p)) 
 // earlier than d after shaperd received it, then paced like any other;
 // its max wait counts from that instant. The reply's Result.NotBefore is
 // the instant. shaperd refuses d < 0, d beyond the downstream's
-// queue.max_delay (default 24h), Delay together with NotBefore, and any
-// delay on a jetstream queue (not durable yet) as bad_request. A shaperd
+// queue.max_delay (default 24h) and Delay together with NotBefore as
+// bad_request; on a jetstream queue the instant is stored with the job
+// and survives a restart. A shaperd
 // without delays drops the header and starts the job in its turn.
 func Delay(d time.Duration) Option { return setHeader(HeaderDelay, d.String()) }
 
