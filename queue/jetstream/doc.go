@@ -85,24 +85,73 @@
 // the pinned_client policy: of several shaperd instances exactly one is
 // pinned and receives messages; if it stops pulling for PinnedTTL the server
 // pins another. So N instances drain at the configured rate in total. The
-// pinned instance keeps at most a small prefetch in memory (max(concurrency,
-// rate × 20 ms), at most 100; 100 under a per-key cap, so that the drain
-// can pass over a capped key's jobs, which stay held in their places:
-// queue.Picker); the lane's scheduler decides when each starts. The job's
-// admission key is stored with it (header Shaper-Key). A delivered job is acked; a failed try is nak'ed with its backoff
-// delay (the retry waits in the stream); a pushback (429/503 Retry-After)
-// holds the job locally while the lane pauses, so it does not count as a
-// try; a job that failed for good or expired is termed after its dead
-// letter was published. Attempts are counted from the message's delivery
-// count, so a redelivery after a crash counts as a try and a poison job
-// ends in the dead letter after max_attempts.
+// pinned instance holds its fetched jobs in a local index, the memory
+// kind its settings name (queue.Bucket, or queue.Fair under fairness, with
+// the lane's levels and weights), keyed back to their messages, so the
+// order of starts is exactly the memory backend's (levels; within a level
+// retries, then DRR between keys, FIFO within a key; a delayed job in the
+// kind's delayed set until due); the lane's scheduler decides when each
+// starts. A job redelivered after a failed try joins its level as a retry.
+// With one level and no fairness it keeps a small prefetch of ready jobs
+// (max(concurrency, rate × 20 ms), at most 100; 100 under a per-key cap, so
+// that the drain can pass over a capped key's jobs, which stay held in
+// their places: queue.Picker); with levels or fairness it fetches every job
+// of the stream it can (prefetch = capacity; MaxAckPending stays -1). The
+// job's admission key is stored with it (header Shaper-Key). A delivered
+// job is acked; a failed try is nak'ed with its backoff delay (the retry
+// waits in the stream); a pushback (429/503 Retry-After) holds the job
+// locally while the lane pauses, so it does not count as a try; a job that
+// failed for good or expired is termed after its dead letter was
+// published.
+//
+// # Delays
+//
+// A delayed job whose instant is more than the lead (2 s) ahead when
+// fetched is handed back with NakWithDelay(instant − lead − now): it waits
+// in the stream, held by the server for every instance and across a crash.
+// One due within the lead is held locally in the index's delayed set, so
+// its start is to the local clock's precision, not the server's
+// redelivery timer's; it takes no room of the prefetch (a delayed job
+// never holds up a ready one). Two seconds is well over the server's
+// redelivery lateness and a fetch round trip, and keeps what is held to
+// the jobs due in the next two seconds. Once due a job is paced by the
+// lane like any other; its max_wait counts from its instant (the intake
+// computes its deadline so). NATS message schedules are not used: a
+// stream with schedules refuses discard new.
+//
+// # Tries and the ledger
+//
+// A job's tries are its deliveries (NumDelivered) less the deliveries that
+// were not tries: a delay's hand-back and a hand-back at a graceful stop
+// (Close). Each is counted, before its nak is sent, in the ledger: bucket
+// <StreamPrefix>_HANDBACKS (a NATS KV layout; key <stream>.<sequence>,
+// value the count and the job's stream timestamp, so an entry of a deleted
+// and recreated stream is never taken for a new job's). The fetcher reads
+// it only for a message delivered more than once (never under the queue's
+// lock), and the entry is deleted when the job leaves the stream. After a
+// crash (kill -9) the jobs an instance held are delivered again and each
+// counts one try: the conservative side, so a poison job that kills the
+// daemon still ends in the dead letter after max_attempts. A ledger that
+// cannot be read or written counts the delivery as a try too.
+//
+// # Counts
+//
+// The queue plays queue.Counter: per level, each level's subject's count
+// (under fairness, the levels of the jobs this instance holds, the rest
+// counted in the least urgent level), less the delayed jobs the drainer
+// knows of (held, or handed back to wait); an instance that is not the
+// pinned drainer knows of no delayed job and counts every job in its
+// level.
 //
 // # Failover
 //
 // Every message an instance holds (fetched, in flight, or with its ack
 // held) is kept alive by one keep-alive goroutine per queue with a
 // progress ack (InProgress) every AckWait/5, however long its delivery
-// takes. So AckWait (default 5 s, the default PinnedTTL) only measures how
+// takes. With levels or fairness the drainer holds every job of the
+// stream, so that costs one progress ack per job per AckWait/5 (a full
+// queue of 10 000 with the default AckWait: 10 000 small publishes a
+// second). So AckWait (default 5 s, the default PinnedTTL) only measures how
 // long the jobs of an instance that died or froze stay with it: the
 // stream hands them to the next drainer once both AckWait and PinnedTTL
 // have passed, plus one fetch wait. A shorter AckWait than PinnedTTL gains
