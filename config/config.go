@@ -144,10 +144,12 @@ type Queue struct {
 	// predicted start is past its max wait.
 	RejectWouldExpire bool `mapstructure:"reject_would_expire"`
 	// Fairness is none (one FIFO) or key (a sub-queue per admission key,
-	// drained by deficit round robin; memory backend only).
+	// drained by deficit round robin; on jetstream each key's jobs are on a
+	// subject of their own).
 	Fairness string `mapstructure:"fairness"`
-	// KeyCapacity bounds the cost one key may hold under fairness key;
-	// 0 = capacity.
+	// KeyCapacity bounds the cost one key may hold under fairness key (on
+	// jetstream the jobs: the server bounds each key's subject); 0 =
+	// capacity.
 	KeyCapacity int `mapstructure:"key_capacity"`
 	// Weights are per-key round-robin weights under fairness key.
 	Weights KeyWeights `mapstructure:"weights"`
@@ -155,12 +157,10 @@ type Queue struct {
 	// stream's bytes); 0 = no byte bound.
 	MaxBytes ByteSize `mapstructure:"max_bytes"`
 	// Priorities is the number of priority levels (Shaper-Priority
-	// 0..Priorities−1, 0 the most urgent); 1 = off. Memory backend only,
-	// for now.
+	// 0..Priorities−1, 0 the most urgent); 1 = off.
 	Priorities int `mapstructure:"priorities"`
 	// MaxDelay is how far ahead a delayed job (Shaper-Delay,
-	// Shaper-Not-Before) may be. The jetstream backend refuses delayed
-	// jobs, for now.
+	// Shaper-Not-Before) may be.
 	MaxDelay time.Duration `mapstructure:"max_delay"`
 	// KeyConcurrency is the most deliveries of one admission key in
 	// flight at once (retries included); 0 = off, else 1..concurrency.
