@@ -96,7 +96,9 @@
 // (max(concurrency, rate × 20 ms), at most 100; 100 under a per-key cap, so
 // that the drain can pass over a capped key's jobs, which stay held in
 // their places: queue.Picker); with levels or fairness it fetches every job
-// of the stream it can (prefetch = capacity; MaxAckPending stays -1). The
+// of the stream it can (prefetch = capacity; MaxAckPending stays -1), so
+// its memory holds the stream's jobs, payloads included (bounded by
+// queue.capacity and queue.max_bytes). The
 // job's admission key is stored with it (header Shaper-Key). A delivered
 // job is acked; a failed try is nak'ed with its backoff delay (the retry
 // waits in the stream); a pushback (429/503 Retry-After) holds the job
