@@ -43,6 +43,7 @@ var (
 	intakeBenchRounds  = flag.Int("shaper.intakebench.rounds", 4, "TestIntakeBench: alternating rounds")
 	intakeBenchMsgs    = flag.Int("shaper.intakebench.msgs", 60000, "TestIntakeBench: messages per path and round")
 	intakeBenchProfile = flag.String("shaper.intakebench.profile", "", "TestIntakeBench: write CPU profiles of shaperd and nats-server per path to this directory")
+	intakeBenchBase    = flag.String("shaper.intakebench.baseline", "", "TestIntakeBench: also run shaperd built at this git revision, on intake subjects base.jobs.<downstream>")
 )
 
 // benchClients is the producers in flight on every path.
@@ -116,6 +117,12 @@ func TestIntakeBench(t *testing.T) {
 		{"shaperd intake, memory", []string{"service", "request", "shaper.jobs.mem"}},
 		{"service serve (echo)", []string{"service", "request", "bench.echo"}},
 	}
+	if rev := *intakeBenchBase; rev != "" {
+		e.startBaseline(rev, dir)
+		paths = append(paths,
+			benchPath{"baseline " + rev + ", jetstream", []string{"service", "request", "base.jobs.js"}},
+			benchPath{"baseline " + rev + ", memory", []string{"service", "request", "base.jobs.mem"}})
+	}
 	results := make([][]benchResult, len(paths))
 	for r := range *intakeBenchRounds {
 		for k := range paths { // each round starts one path later: none always follows the same one
@@ -155,6 +162,36 @@ downstreams:
     sink: { nats: { subject: bench.sink } }
 `
 
+// startBaseline builds shaperd at git revision rev and starts it beside
+// the other, with intake subjects, streams and records of its own (both
+// idle but for the path that runs).
+func (e *benchEnv) startBaseline(rev, dir string) {
+	e.t.Helper()
+	src := e.t.TempDir()
+	archive := exec.Command("sh", "-c", "git archive --format=tar \"$0\" | tar -x -C \"$1\"", rev, src)
+	archive.Dir = ".."
+	if out, err := archive.CombinedOutput(); err != nil {
+		e.t.Fatalf("git archive %s: %v\n%s", rev, err, out)
+	}
+	bin := filepath.Join(dir, "shaperd-baseline")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/shaperd")
+	build.Dir = src
+	if out, err := build.CombinedOutput(); err != nil {
+		e.t.Fatalf("go build at %s: %v\n%s", rev, err, out)
+	}
+	admin := freeAddr(e.t)
+	conf := filepath.Join(e.t.TempDir(), "shaper.yaml")
+	body := strings.Replace(fmt.Sprintf(intakeBenchConfig, e.url, admin), "\nnats: { url: ",
+		"\ningress: { subject_prefix: base.jobs }\nnats: { jetstream: { stream_prefix: BASE, subject_prefix: base.queue }, url: ", 1)
+	if err := os.WriteFile(conf, []byte(body), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	e.base = e.startProc("shaperd-baseline", bin, nil, "-config", conf)
+	if err := readyOrExit("http://"+admin, e.base.exited, e.base.stderr); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // createBareStream creates the stream of path (a) with the settings of a
 // shaperd queue stream: file, one replica, work queue, discard new, the
 // same bound and duplicate window.
@@ -181,6 +218,7 @@ type benchEnv struct {
 	t                     *testing.T
 	nats, url, home       string
 	server, shaperd, echo *proc
+	base                  *proc // shaperd at -shaper.intakebench.baseline, or nil
 }
 
 // startProc starts a process killed at cleanup (SIGKILL: a memory queue
@@ -226,14 +264,14 @@ func (e *benchEnv) run(path []string, extra ...string) benchResult {
 	args := append(append([]string{"-s", e.url, "bench"}, path...), extra...)
 	cmd := exec.CommandContext(ctx, e.nats, append(args, "--no-progress")...)
 	cmd.Env = e.env()
-	srv0, resp0 := cpuSeconds(e.server), cpuSeconds(e.shaperd)+cpuSeconds(e.echo)
+	srv0, resp0 := cpuSeconds(e.server), e.responders()
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	res := benchResult{wall: time.Since(start), out: string(out)}
 	if err != nil {
 		e.t.Fatalf("nats %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	res.server, res.responder = cpuSeconds(e.server)-srv0, cpuSeconds(e.shaperd)+cpuSeconds(e.echo)-resp0
+	res.server, res.responder = cpuSeconds(e.server)-srv0, e.responders()-resp0
 	res.client = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	res.rate = parseNumber(e.t, aggregateRE, res.out)
 	res.p50 = parseNumber(e.t, p50RE, res.out) / 1000
@@ -255,6 +293,16 @@ func parseNumber(t *testing.T, re *regexp.Regexp, out string) float64 {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// responders is the CPU of the processes that answer requests; only one
+// of them works at a time.
+func (e *benchEnv) responders() float64 {
+	sum := cpuSeconds(e.shaperd) + cpuSeconds(e.echo)
+	if e.base != nil {
+		sum += cpuSeconds(e.base)
+	}
+	return sum
 }
 
 // cpuSeconds is a process's user+system CPU so far, from /proc (0 where
@@ -294,6 +342,9 @@ func (e *benchEnv) report(paths []benchPath, results [][]benchResult) []float64 
 	}
 	fmt.Fprintf(&b, "\njetstream intake / js pub sync = %.2f (target ≥ 0.9, floor 0.7)\n", med[1]/med[0])
 	fmt.Fprintf(&b, "memory intake / service serve  = %.2f (target ≥ 1.0)\n", med[2]/med[3])
+	if len(paths) > 5 {
+		fmt.Fprintf(&b, "jetstream intake / baseline    = %.3f\nmemory intake / baseline       = %.3f\n", med[1]/med[4], med[2]/med[5])
+	}
 	e.t.Log(b.String())
 	return med
 }
