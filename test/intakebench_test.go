@@ -343,10 +343,21 @@ func (e *benchEnv) report(paths []benchPath, results [][]benchResult) []float64 
 	fmt.Fprintf(&b, "\njetstream intake / js pub sync = %.2f (target ≥ 0.9, floor 0.7)\n", med[1]/med[0])
 	fmt.Fprintf(&b, "memory intake / service serve  = %.2f (target ≥ 1.0)\n", med[2]/med[3])
 	if len(paths) > 5 {
-		fmt.Fprintf(&b, "jetstream intake / baseline    = %.3f\nmemory intake / baseline       = %.3f\n", med[1]/med[4], med[2]/med[5])
+		fmt.Fprintf(&b, "jetstream intake / baseline    = %.3f (median of the rounds' ratios %.3f)\n", med[1]/med[4], pairedRatio(results[1], results[4]))
+		fmt.Fprintf(&b, "memory intake / baseline       = %.3f (median of the rounds' ratios %.3f)\n", med[2]/med[5], pairedRatio(results[2], results[5]))
 	}
 	e.t.Log(b.String())
 	return med
+}
+
+// pairedRatio is the median over rounds of a's rate over b's in the same
+// round.
+func pairedRatio(a, b []benchResult) float64 {
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		r = append(r, a[i].rate/b[i].rate)
+	}
+	return median(r)
 }
 
 // latency runs path at rate msgs/s for 5 s from clients and logs its
@@ -357,8 +368,8 @@ func (e *benchEnv) latency(what string, path benchPath, rate float64, clients in
 	e.t.Logf("%-45s offered %6.0f/s, achieved %6.0f/s: p50 %.2f ms, p99 %.2f ms (target p99 ≤ 5 ms)", what, rate, r.rate, r.p50, r.p99)
 }
 
-// profile runs each path once more with three rounds' messages and
-// writes 2 s CPU profiles of nats-server and shaperd taken in its middle.
+// profile runs each path once more with five rounds' messages and
+// writes 4 s CPU profiles of nats-server and shaperd taken in its middle.
 func (e *benchEnv) profile(paths []benchPath, dir, server, shaperd string) {
 	e.t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -372,7 +383,7 @@ func (e *benchEnv) profile(paths []benchPath, dir, server, shaperd string) {
 			fetch := make(chan error, 2)
 			for who, base := range map[string]string{"nats-server": server, "shaperd": shaperd} {
 				go func() {
-					fetch <- fetchProfile(base+"/debug/pprof/profile?seconds=2", filepath.Join(dir, fmt.Sprintf("%d-%s.pprof", i+1, who)))
+					fetch <- fetchProfile(base+"/debug/pprof/profile?seconds=4", filepath.Join(dir, fmt.Sprintf("%d-%s.pprof", i+1, who)))
 				}()
 			}
 			for range 2 {
@@ -381,9 +392,9 @@ func (e *benchEnv) profile(paths []benchPath, dir, server, shaperd string) {
 				}
 			}
 		}()
-		r := e.run(p.args, "--clients", strconv.Itoa(benchClients), "--msgs", strconv.Itoa(3**intakeBenchMsgs))
+		r := e.run(p.args, "--clients", strconv.Itoa(benchClients), "--msgs", strconv.Itoa(5**intakeBenchMsgs))
 		<-done
-		if r.wall < 2500*time.Millisecond {
+		if r.wall < 4500*time.Millisecond {
 			e.t.Logf("%s took %s: the profile covers its end; raise -shaper.intakebench.msgs", p.name, r.wall.Round(time.Millisecond))
 		}
 		e.t.Logf("profiles of %q: %s/%d-{nats-server,shaperd}.pprof", p.name, dir, i+1)
