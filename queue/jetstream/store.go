@@ -44,7 +44,7 @@ type Settings struct {
 	DedupeWindow  time.Duration // duplicate window for Nats-Msg-Id
 	AckWait       time.Duration // a dead or frozen instance's jobs go to the next drainer after this (see Queue)
 	PinnedTTL     time.Duration // failover: a pinned instance silent this long is replaced
-	MaxPending    int           // window of unacknowledged async publishes
+	MaxPending    int           // stores awaiting their PubAck at most (see publisher)
 	Logger        *slog.Logger  // nil = discard
 }
 
