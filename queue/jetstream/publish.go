@@ -60,14 +60,13 @@ type publisher struct {
 	window  chan struct{}                   // one slot per store awaiting its PubAck
 	answer  func(pendingPub, pubAck, error) // runs once per store, never under mu
 
-	mu       sync.Mutex
-	prefix   string // reply subjects: prefix + token; "" until the first store
-	next     uint64 // the next store's token
-	oldest   uint64 // no token below it is pending
-	pending  map[uint64]*outstanding
-	expiry   *time.Timer // armed for the oldest pending store while there is one
-	armed    bool
-	watching bool // a goroutine fails the pending stores when the connection drops
+	mu      sync.Mutex
+	prefix  string // reply subjects: prefix + token; "" until the first store
+	next    uint64 // the next store's token
+	oldest  uint64 // no token below it is pending
+	pending map[uint64]*outstanding
+	expiry  *time.Timer // armed for the oldest pending store while there is one
+	armed   bool
 }
 
 // outstanding is a store awaiting its PubAck.
@@ -104,7 +103,7 @@ func (pb *publisher) publish(m *nats.Msg, p pendingPub) error {
 			return errStalled
 		}
 	}
-	o := &outstanding{msg: m, p: p, sent: time.Now()}
+	o := &outstanding{msg: m, p: p}
 	pb.mu.Lock()
 	if err := pb.startLocked(); err != nil {
 		pb.mu.Unlock()
@@ -113,6 +112,7 @@ func (pb *publisher) publish(m *nats.Msg, p pendingPub) error {
 	}
 	token := pb.next
 	pb.next++
+	o.sent = time.Now() // under mu: tokens grow with the time sent (see expire)
 	pb.pending[token] = o
 	m.Reply = pb.prefix + strconv.FormatUint(token, 10)
 	pb.armLocked(o.sent)
@@ -139,16 +139,18 @@ func (pb *publisher) startLocked() error {
 		return fmt.Errorf("subscribe to acknowledgements: %w", err)
 	}
 	pb.prefix = prefix
-	if !pb.watching {
-		pb.watching = true
-		go pb.watch(pb.nc.StatusChanged(nats.RECONNECTING, nats.CLOSED))
+	status := pb.nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
+	if pb.nc.IsClosed() { // closed before it listened: no CLOSED will come
+		pb.nc.RemoveStatusListener(status)
 	}
+	go pb.watch(status) // ends when the connection closes
 	return nil
 }
 
 // watch answers every pending store with nats.ErrDisconnected when the
 // connection drops (their PubAcks went to the connection that is gone)
-// and returns once it is closed.
+// and returns once it is closed (status is then closed, or delivers
+// CLOSED).
 func (pb *publisher) watch(status chan nats.Status) {
 	for s := range status {
 		pb.failAll(nats.ErrDisconnected)
