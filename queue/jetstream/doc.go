@@ -76,8 +76,28 @@
 //
 // # Intake
 //
-// Queue.Offer publishes with PublishMsgAsync inside a bounded window
-// and answers from the PubAck: accepted only once the store acknowledged.
+// Queue.Offer sends the job to its stream at once and answers from that
+// job's own PubAck: accepted only once the store acknowledged it, and as
+// soon as it did. Stores are pipelined, not batched: a job does not wait
+// for the PubAcks of those before it nor for a batch to fill, so under
+// load many share a round trip (the connection writes what accumulated)
+// and a lone producer's job waits for nothing. Each job is a message of
+// its own, so the stream's refusal (max_msgs, max_bytes, a duplicate
+// Nats-Msg-Id) or a store error answers that job alone; the server's
+// batch publishes are not used (an atomic batch is refused whole for one
+// such job, a fast batch drops duplicates silently).
+//
+// The publisher (publish.go) keeps the Store's stores in one window:
+// at most MaxPending (4096) await their PubAck; a store finding the
+// window full waits stallWait (200 ms), then is refused; one without a
+// PubAck after ackTimeout (10 s) is answered with an error, as are all in
+// flight when the connection drops (their PubAcks went to the old one);
+// a "no responders" answer (a stream electing its leader) is sent again
+// after 250 ms, twice. It replaces nats.go's PublishMsgAsync, which per
+// store allocates a future, arms a timer of its own and decodes the
+// PubAck with encoding/json: here one reply subscription, one map, one
+// timer armed for the oldest store, and the PubAck of a stored message
+// read by hand (any other shape through encoding/json).
 //
 // # Drain
 //

@@ -44,7 +44,7 @@ type Settings struct {
 	DedupeWindow  time.Duration // duplicate window for Nats-Msg-Id
 	AckWait       time.Duration // a dead or frozen instance's jobs go to the next drainer after this (see Queue)
 	PinnedTTL     time.Duration // failover: a pinned instance silent this long is replaced
-	MaxPending    int           // window of unacknowledged async publishes
+	MaxPending    int           // stores awaiting their PubAck at most (see publisher)
 	Logger        *slog.Logger  // nil = discard
 }
 
@@ -90,9 +90,10 @@ type Store struct {
 	// their answer (lookup, store) to MaxPending.
 	inFlight chan struct{}
 
+	pub *publisher // the intake's stores, answered from their PubAcks
+
 	mu      sync.Mutex
-	pending map[*nats.Msg]pendingPub // async publishes awaiting their PubAck
-	records natsjs.Stream            // the dedupe records' stream, once ensured
+	records natsjs.Stream // the dedupe records' stream, once ensured
 
 	ledger ledgerStore // the hand-backs' bucket, once found or created
 
@@ -109,16 +110,12 @@ type pendingPub struct {
 
 // New prepares the backend on nc. It does no I/O.
 func New(nc *nats.Conn, s Settings) (*Store, error) {
-	st := &Store{nc: nc, set: s.withDefaults(), pending: map[*nats.Msg]pendingPub{}}
+	st := &Store{nc: nc, set: s.withDefaults()}
 	st.log = st.set.Logger
 	st.inFlight = make(chan struct{}, st.set.MaxPending)
 	st.table = newRecordTable(st.set.DedupeWindow, MaxRecords)
-	js, err := natsjs.New(nc,
-		natsjs.WithPublishAsyncMaxPending(st.set.MaxPending),
-		natsjs.WithPublishAsyncTimeout(10*time.Second),
-		natsjs.WithPublishAsyncAckHandler(st.onAck),
-		natsjs.WithPublishAsyncErrHandler(st.onErr),
-	)
+	st.pub = newPublisher(nc, st.set.MaxPending, st.answer)
+	js, err := natsjs.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
@@ -198,43 +195,22 @@ func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
 // send stores job for q; done gets the PubAck's answer.
 func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
 	m := encode(q.subjectFor(job), job)
-	st.mu.Lock()
-	st.pending[m] = pendingPub{q: q, job: job, done: done}
-	st.mu.Unlock()
-	if _, err := st.js.PublishMsgAsync(m); err != nil {
-		if p, ok := st.take(m); ok {
-			p.done(0, fmt.Errorf("publish to %s: %w", q.subject, err))
-		}
+	if err := st.pub.publish(m, pendingPub{q: q, job: job, done: done}); err != nil {
+		done(0, fmt.Errorf("publish to %s: %w", m.Subject, err))
 	}
 }
 
-func (st *Store) take(m *nats.Msg) (pendingPub, bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	p, ok := st.pending[m]
-	delete(st.pending, m)
-	return p, ok
-}
-
-// onAck runs on the publisher's ack goroutine: it must not block.
-func (st *Store) onAck(_ natsjs.JetStream, m *nats.Msg, pa *natsjs.PubAck) {
-	p, ok := st.take(m)
-	if !ok {
-		return
+// answer books a store's PubAck and answers its job. It runs on the
+// publisher's reply goroutine (or a timer's): it must not block.
+func (st *Store) answer(p pendingPub, pa pubAck, err error) {
+	switch {
+	case err != nil:
+		p.done(0, p.q.refused(err))
+	case pa.duplicate:
+		go st.duplicate(p, pa.seq) // looks the original up: I/O
+	default:
+		p.done(p.q.stored(pa.seq, p.job), nil)
 	}
-	if pa.Duplicate {
-		go st.duplicate(p, pa.Sequence) // looks the original up: I/O
-		return
-	}
-	p.done(p.q.stored(pa.Sequence, p.job), nil)
-}
-
-func (st *Store) onErr(_ natsjs.JetStream, m *nats.Msg, err error) {
-	p, ok := st.take(m)
-	if !ok {
-		return
-	}
-	p.done(0, p.q.refused(err))
 }
 
 // Refusals of a publish, told apart by the JetStream API's answer.
