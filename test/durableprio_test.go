@@ -26,6 +26,18 @@ downstreams:
 `, srvURL, rate, queue, dsURL)
 }
 
+// startDurable starts a shaperd process on conf and returns it with a
+// producer's connection to srvURL (as an instance, for request).
+func startDurable(t *testing.T, srvURL, conf string) (*proc, *instance) {
+	t.Helper()
+	nc, err := nats.Connect(srvURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return startShaperd(t, conf), &instance{nc: nc}
+}
+
 // A job delayed 3 s on a jetstream queue survives kill -9 of shaperd while
 // it waits: the restarted daemon starts it once, no earlier than its
 // instant and within the failover's few seconds of it.
@@ -34,13 +46,7 @@ func TestDurableDelayedSurvivesKillNine(t *testing.T) {
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	conf := durableConf(srv.ClientURL(), ds.URL, "20/s", "{ capacity: 100, backend: jetstream }")
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	p := startShaperd(t, conf)
-	in := &instance{nc: nc}
+	p, in := startDurable(t, srv.ClientURL(), conf)
 	sent := time.Now()
 	r := in.request(t, "shaper.jobs.api", []byte("late"), map[string]string{"Shaper-Delay": "3s"})
 	if r.Status != "accepted" {
@@ -75,13 +81,7 @@ func TestDurableFairFlood(t *testing.T) {
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	conf := durableConf(srv.ClientURL(), ds.URL, "20/s", "{ capacity: 100, backend: jetstream, fairness: key, key_capacity: 20 }")
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	p := startShaperd(t, conf)
-	in := &instance{nc: nc}
+	p, in := startDurable(t, srv.ClientURL(), conf)
 	accepted := map[string]bool{}
 	full := 0
 	for i := range 40 {
