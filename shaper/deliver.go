@@ -42,7 +42,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	for _, p := range l.policies {
 		p.Finished(now, a)
 	}
-	l.gate(now) // a rate the answer changed applies from here
+	g := l.gate(now) // a rate the answer changed applies from here
 	switch {
 	case err == nil:
 		// A durable queue holds the store's slot to the end of the job's
@@ -64,7 +64,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	default:
 		l.onError(job, err, retry, now)
 	}
-	l.reschedule(now)
+	l.rescheduleWith(now, g) // what the cases do leaves the policies as g saw them
 	return l.idle()
 }
 

@@ -145,8 +145,9 @@ func (l *lane) RunDue(now time.Time) {
 func (l *lane) runDueLocked(now time.Time) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var g policy.Gate
 	for {
-		g := l.gate(now)
+		g = l.gate(now)
 		if !l.mayStart(g) {
 			break
 		}
@@ -171,7 +172,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		}
 		l.start(job, later(slot, now.Add(-catchUp)), now)
 	}
-	l.reschedule(now)
+	l.rescheduleWith(now, g) // nothing the policies see changed since g
 	return l.idle()
 }
 
@@ -226,7 +227,12 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 
 // reschedule tells the scheduler when this lane next wants to start, if at
 // all, as of now. Requires l.mu.
-func (l *lane) reschedule(now time.Time) {
+func (l *lane) reschedule(now time.Time) { l.rescheduleWith(now, l.gate(now)) }
+
+// rescheduleWith is reschedule with g, the lane's gate at now, taken since
+// the policies and the in-flight count last changed (the gate is a
+// function of those and now). Requires l.mu.
+func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 	l.wakeReplays()
 	if l.q.Shares != nil {
 		if k := l.q.Shares.Keys(); k != l.keys { // a gauge write only when it changed
@@ -234,7 +240,6 @@ func (l *lane) reschedule(now time.Time) {
 			l.m.FairKeys.Set(float64(k))
 		}
 	}
-	g := l.gate(now)
 	var at time.Time
 	readyAt, ok := l.nextReady()
 	if !l.mayStart(g) {
