@@ -10,7 +10,7 @@ import (
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
-// deliver runs one try of job in its own goroutine and books the outcome.
+// deliver runs one try of job on a delivery worker and books the outcome.
 func (l *lane) deliver(sink Sink, retry RetryPolicy, job *queue.Job, started time.Time) {
 	fb, err := sink.Deliver(l.s.dctx, job)
 	done := time.Now()

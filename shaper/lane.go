@@ -14,8 +14,9 @@ import (
 )
 
 // lane is one downstream: its queue, its schedule, its sink. Deliveries run
-// in their own goroutines (at most Concurrency at once); starts are made only
-// by the scheduler goroutine through RunDue.
+// on the shaper's delivery workers, each in a goroutine of its own while it
+// runs (at most Concurrency at once); starts are made only by the scheduler
+// goroutine through RunDue.
 type lane struct {
 	s    *Shaper
 	name string
@@ -184,8 +185,8 @@ func (l *lane) mayStart(g policy.Gate) bool {
 	return !g.Held && l.inflight < g.Limit && !l.s.closing.Load()
 }
 
-// start launches one delivery in its own goroutine; slot is the schedule
-// position it takes. Requires l.mu.
+// start launches one delivery on a delivery worker (workers.go); slot is
+// the schedule position it takes. Requires l.mu.
 func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.sched.start(slot, queue.JobCost(job))
 	l.inflight++
@@ -202,8 +203,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	if job.Attempt == 1 {
 		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
 	}
-	sink, retry := l.sink, l.cfg.Retry
-	l.s.deliveries.Go(func() { l.deliver(sink, retry, job, now) })
+	l.s.deliveries.Go(delivery{l: l, sink: l.sink, retry: l.cfg.Retry, job: job, started: now})
 }
 
 // expired drops job as expired when it cannot start by its deadline at now.
