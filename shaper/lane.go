@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
@@ -18,9 +19,10 @@ import (
 // runs (at most Concurrency at once); starts are made only by the scheduler
 // goroutine through RunDue.
 type lane struct {
-	s    *Shaper
-	name string
-	m    *metrics.Lane
+	s         *Shaper
+	name      string
+	m         *metrics.Lane
+	succeeded prometheus.Counter // m.Delivered[success], looked up once
 	// blocking is whether admission decisions do I/O, kept by
 	// noteAdmitter so that every submission can ask without l.mu.
 	blocking atomic.Bool
@@ -67,7 +69,8 @@ type counters struct {
 	tries                                           uint64  // tries answered (finished)
 	trySeconds                                      float64 // their total duration
 	rejected, dropped                               map[Reason]uint64
-	delivered                                       map[Outcome]uint64
+	delivered                                       map[Outcome]uint64 // but success:
+	succeeded                                       uint64             // delivered[OutcomeSuccess]
 }
 
 func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Roles, now time.Time) *lane {
@@ -80,6 +83,7 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
 	}
+	l.succeeded = l.m.Delivered[string(OutcomeSuccess)]
 	l.wake = wake.NewHandle(l)
 	l.compose()
 	l.setConfig(cfg, now)
