@@ -10,7 +10,7 @@ import (
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
-// deliver runs one try of job in its own goroutine and books the outcome.
+// deliver runs one try of job on a delivery worker and books the outcome.
 func (l *lane) deliver(sink Sink, retry RetryPolicy, job *queue.Job, started time.Time) {
 	fb, err := sink.Deliver(l.s.dctx, job)
 	done := time.Now()
@@ -42,7 +42,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	for _, p := range l.policies {
 		p.Finished(now, a)
 	}
-	l.gate(now) // a rate the answer changed applies from here
+	g := l.gate(now) // a rate the answer changed applies from here
 	switch {
 	case err == nil:
 		// A durable queue holds the store's slot to the end of the job's
@@ -64,7 +64,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	default:
 		l.onError(job, err, retry, now)
 	}
-	l.reschedule(now)
+	l.rescheduleWith(now, g) // what the cases do leaves the policies as g saw them
 	return l.idle()
 }
 
@@ -139,6 +139,11 @@ func (l *lane) fail(job *queue.Job, err error) {
 
 // countOutcome books one delivered{outcome}. Requires l.mu.
 func (l *lane) countOutcome(o Outcome) {
+	if o == OutcomeSuccess { // every try of a healthy lane: no map lookups
+		l.c.succeeded++
+		l.succeeded.Inc()
+		return
+	}
 	l.c.delivered[o]++
 	l.m.Delivered[string(o)].Inc()
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
@@ -14,12 +15,14 @@ import (
 )
 
 // lane is one downstream: its queue, its schedule, its sink. Deliveries run
-// in their own goroutines (at most Concurrency at once); starts are made only
-// by the scheduler goroutine through RunDue.
+// on the shaper's delivery workers, each in a goroutine of its own while it
+// runs (at most Concurrency at once); starts are made only by the scheduler
+// goroutine through RunDue.
 type lane struct {
-	s    *Shaper
-	name string
-	m    *metrics.Lane
+	s         *Shaper
+	name      string
+	m         *metrics.Lane
+	succeeded prometheus.Counter // m.Delivered[success], looked up once
 	// blocking is whether admission decisions do I/O, kept by
 	// noteAdmitter so that every submission can ask without l.mu.
 	blocking atomic.Bool
@@ -66,7 +69,8 @@ type counters struct {
 	tries                                           uint64  // tries answered (finished)
 	trySeconds                                      float64 // their total duration
 	rejected, dropped                               map[Reason]uint64
-	delivered                                       map[Outcome]uint64
+	delivered                                       map[Outcome]uint64 // but success:
+	succeeded                                       uint64             // delivered[OutcomeSuccess]
 }
 
 func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Roles, now time.Time) *lane {
@@ -79,6 +83,7 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
 	}
+	l.succeeded = l.m.Delivered[string(OutcomeSuccess)]
 	l.wake = wake.NewHandle(l)
 	l.compose()
 	l.setConfig(cfg, now)
@@ -145,8 +150,9 @@ func (l *lane) RunDue(now time.Time) {
 func (l *lane) runDueLocked(now time.Time) (gone bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var g policy.Gate
 	for {
-		g := l.gate(now)
+		g = l.gate(now)
 		if !l.mayStart(g) {
 			break
 		}
@@ -171,7 +177,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		}
 		l.start(job, later(slot, now.Add(-catchUp)), now)
 	}
-	l.reschedule(now)
+	l.rescheduleWith(now, g) // nothing the policies see changed since g
 	return l.idle()
 }
 
@@ -183,8 +189,8 @@ func (l *lane) mayStart(g policy.Gate) bool {
 	return !g.Held && l.inflight < g.Limit && !l.s.closing.Load()
 }
 
-// start launches one delivery in its own goroutine; slot is the schedule
-// position it takes. Requires l.mu.
+// start launches one delivery on a delivery worker (workers.go); slot is
+// the schedule position it takes. Requires l.mu.
 func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.sched.start(slot, queue.JobCost(job))
 	l.inflight++
@@ -201,8 +207,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	if job.Attempt == 1 {
 		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
 	}
-	sink, retry := l.sink, l.cfg.Retry
-	l.s.deliveries.Go(func() { l.deliver(sink, retry, job, now) })
+	l.s.deliveries.Go(delivery{l: l, sink: l.sink, retry: l.cfg.Retry, job: job, started: now})
 }
 
 // expired drops job as expired when it cannot start by its deadline at now.
@@ -226,7 +231,12 @@ func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 
 // reschedule tells the scheduler when this lane next wants to start, if at
 // all, as of now. Requires l.mu.
-func (l *lane) reschedule(now time.Time) {
+func (l *lane) reschedule(now time.Time) { l.rescheduleWith(now, l.gate(now)) }
+
+// rescheduleWith is reschedule with g, the lane's gate at now, taken since
+// the policies and the in-flight count last changed (the gate is a
+// function of those and now). Requires l.mu.
+func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 	l.wakeReplays()
 	if l.q.Shares != nil {
 		if k := l.q.Shares.Keys(); k != l.keys { // a gauge write only when it changed
@@ -234,7 +244,6 @@ func (l *lane) reschedule(now time.Time) {
 			l.m.FairKeys.Set(float64(k))
 		}
 	}
-	g := l.gate(now)
 	var at time.Time
 	readyAt, ok := l.nextReady()
 	if !l.mayStart(g) {

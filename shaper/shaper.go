@@ -84,7 +84,7 @@ type Shaper struct {
 	closing    atomic.Bool
 	running    atomic.Bool
 	ready      chan struct{}
-	deliveries sync.WaitGroup
+	deliveries workers         // runs the tries (workers.go)
 	remote     sync.WaitGroup  // goRemote's submissions in flight
 	remoteSem  chan struct{}   // bounds them: maxRemoteDecisions
 	dctx       context.Context // cancelled when the shutdown grace runs out
@@ -178,10 +178,11 @@ func (s *Shaper) shutdown() {
 		s.log.Warn("admission decisions still waiting on the store after the shutdown grace")
 	})
 	s.log.Info("shaper shutting down: finishing in-flight deliveries", "grace", grace)
-	waitFor(&s.deliveries, grace, func() {
+	waitFor(&s.deliveries.inflight, grace, func() {
 		s.log.Warn("in-flight deliveries exceeded the shutdown grace; cancelling them")
 		s.dcancel()
 	})
+	s.deliveries.stop()
 	s.dcancel()
 	dropped := 0
 	for _, l := range s.allLanes() {

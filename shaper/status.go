@@ -115,6 +115,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 		Rejected: clone(l.c.rejected, rejectReasons), Dropped: clone(l.c.dropped, dropReasons),
 		Delivered: clone(l.c.delivered, outcomes),
 	}
+	st.Delivered[OutcomeSuccess] = l.c.succeeded
 	if n, delayed, ok := l.countsLocked(now, make([]int, metrics.MaxLevels)); ok {
 		st.Delayed = &delayed
 		if len(n) > 1 {

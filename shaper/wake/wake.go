@@ -1,7 +1,6 @@
 package wake
 
 import (
-	"container/heap"
 	"context"
 	"sync"
 	"time"
@@ -13,11 +12,10 @@ type Item interface {
 	RunDue(now time.Time)
 }
 
-// Handle is an item's place in a Scheduler: when it wants to run and where
-// it sits in the heap. Its fields are guarded by the Scheduler's lock.
+// Handle is an item's place in a Scheduler: where it sits in the heap.
+// Its fields are guarded by the Scheduler's lock.
 type Handle[T Item] struct {
 	item T
-	at   time.Time
 	idx  int // position in the heap; -1 when not scheduled
 }
 
@@ -35,7 +33,7 @@ func NewHandle[T Item](item T) *Handle[T] {
 // RunDue without holding the Scheduler's lock.
 type Scheduler[T Item] struct {
 	mu      sync.Mutex
-	items   handles[T]
+	items   heap4[T]
 	timerAt time.Time     // when Run will next wake; zero = not armed
 	kick    chan struct{} // cap 1: an earlier wake was requested
 	due     []*Handle[T]  // reused by Run
@@ -55,15 +53,13 @@ func (s *Scheduler[T]) WantAt(h *Handle[T], t time.Time, ok bool) {
 	switch {
 	case !ok:
 		if h.idx >= 0 {
-			heap.Remove(&s.items, h.idx)
+			s.items.remove(h.idx)
 		}
 		return
 	case h.idx >= 0:
-		h.at = t
-		heap.Fix(&s.items, h.idx)
+		s.items.fix(h.idx, t)
 	default:
-		h.at = t
-		heap.Push(&s.items, h)
+		s.items.push(h, t)
 	}
 	if s.timerAt.IsZero() || t.Before(s.timerAt) {
 		select {
@@ -79,7 +75,7 @@ func (s *Scheduler[T]) popDue(now time.Time) []*Handle[T] {
 	defer s.mu.Unlock()
 	s.due = s.due[:0]
 	for len(s.items) > 0 && !s.items[0].at.After(now) {
-		s.due = append(s.due, heap.Pop(&s.items).(*Handle[T]))
+		s.due = append(s.due, s.items.pop())
 	}
 	return s.due
 }
@@ -122,26 +118,93 @@ func (s *Scheduler[T]) Run(ctx context.Context) {
 	}
 }
 
-// handles implements heap.Interface ordered by Handle.at; Handle.idx
-// tracks each handle's position (-1 when absent). Guarded by Scheduler.mu.
-type handles[T Item] []*Handle[T]
+// heap4 is a min-heap of handles by the time each wants to run, four
+// children to a node: 10 000 lanes make a heap of 7 levels, not 14. The
+// times sit in the heap's own array, not behind the handles, so that
+// sifting compares entries that lie side by side in memory: with the
+// handles scattered over a large heap, a comparison through a pointer
+// was a cache miss. entry.h.idx tracks each handle's position (-1 when
+// absent). Guarded by Scheduler.mu.
+type heap4[T Item] []entry[T]
 
-func (h handles[T]) Len() int           { return len(h) }
-func (h handles[T]) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
-func (h handles[T]) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].idx, h[j].idx = i, j
+type entry[T Item] struct {
+	at time.Time
+	h  *Handle[T]
 }
-func (h *handles[T]) Push(x any) {
-	e := x.(*Handle[T])
-	e.idx = len(*h)
-	*h = append(*h, e)
+
+func (q *heap4[T]) push(h *Handle[T], at time.Time) {
+	*q = append(*q, entry[T]{at: at, h: h})
+	q.up(len(*q) - 1)
 }
-func (h *handles[T]) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	e.idx = -1
-	*h = old[:len(old)-1]
-	return e
+
+// pop removes and returns the earliest handle; q must not be empty.
+func (q *heap4[T]) pop() *Handle[T] {
+	h := (*q)[0].h
+	q.remove(0)
+	return h
+}
+
+// remove removes the entry at i.
+func (q *heap4[T]) remove(i int) {
+	old := *q
+	n := len(old) - 1
+	old[i].h.idx = -1
+	if i != n {
+		old[i] = old[n]
+		old[i].h.idx = i
+	}
+	old[n] = entry[T]{}
+	*q = old[:n]
+	if i != n {
+		q.fix(i, old[i].at)
+	}
+}
+
+// fix sets the time of the entry at i to at and restores the order.
+func (q heap4[T]) fix(i int, at time.Time) {
+	q[i].at = at
+	if i > 0 && at.Before(q[(i-1)/4].at) {
+		q.up(i)
+	} else {
+		q.down(i)
+	}
+}
+
+func (q heap4[T]) up(i int) {
+	e := q[i]
+	for i > 0 {
+		p := (i - 1) / 4
+		if !e.at.Before(q[p].at) {
+			break
+		}
+		q[i] = q[p]
+		q[i].h.idx = i
+		i = p
+	}
+	q[i] = e
+	e.h.idx = i
+}
+
+func (q heap4[T]) down(i int) {
+	e := q[i]
+	for {
+		c := 4*i + 1
+		if c >= len(q) {
+			break
+		}
+		m := c // the earliest child
+		for j := c + 1; j < min(c+4, len(q)); j++ {
+			if q[j].at.Before(q[m].at) {
+				m = j
+			}
+		}
+		if !q[m].at.Before(e.at) {
+			break
+		}
+		q[i] = q[m]
+		q[i].h.idx = i
+		i = m
+	}
+	q[i] = e
+	e.h.idx = i
 }

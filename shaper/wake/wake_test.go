@@ -2,6 +2,7 @@ package wake
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -126,4 +127,58 @@ func TestOrder(t *testing.T) {
 			}
 		}
 	})
+}
+
+type nop struct{}
+
+func (nop) RunDue(time.Time) {}
+
+// TestHeapOrder schedules, moves and withdraws many handles at random and
+// checks that popDue returns exactly those due, earliest first, and that
+// every handle knows its place.
+func TestHeapOrder(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := New[nop]()
+	t0 := time.Now()
+	hs := make([]*Handle[nop], 500)
+	want := map[*Handle[nop]]time.Time{}
+	for i := range hs {
+		hs[i] = NewHandle(nop{})
+	}
+	for round := range 200 {
+		for range 300 {
+			h := hs[rng.IntN(len(hs))]
+			if rng.IntN(5) == 0 {
+				s.WantAt(h, time.Time{}, false)
+				delete(want, h)
+				continue
+			}
+			at := t0.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+			s.WantAt(h, at, true)
+			want[h] = at
+		}
+		for i, e := range s.items {
+			if e.h.idx != i {
+				t.Fatalf("round %d: entry %d has idx %d", round, i, e.h.idx)
+			}
+		}
+		now := t0.Add(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		var last time.Time
+		for _, h := range s.popDue(now) {
+			at, ok := want[h]
+			if !ok || at.After(now) || at.Before(last) || h.idx != -1 {
+				t.Fatalf("round %d: popped a handle wanted at %v (ok %v, idx %d) at %v after %v", round, at, ok, h.idx, now, last)
+			}
+			last = at
+			delete(want, h)
+		}
+		for h, at := range want {
+			if !at.After(now) || h.idx < 0 {
+				t.Fatalf("round %d: a handle wanted at %v left at %v (idx %d)", round, at, now, h.idx)
+			}
+		}
+		if len(s.items) != len(want) {
+			t.Fatalf("round %d: %d in the heap, want %d", round, len(s.items), len(want))
+		}
+	}
 }
