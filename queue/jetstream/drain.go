@@ -16,7 +16,7 @@ import (
 // pin. Jobs held waiting for their instant (within the lead) do not take
 // room: a delayed job never holds up a ready one.
 func (q *Queue) fetch() {
-	wait := min(q.st.set.PinnedTTL/2, 2*time.Second)
+	wait := q.fetchWait()
 	for q.ctx.Err() == nil {
 		q.mu.Lock()
 		c := q.c
@@ -46,6 +46,17 @@ func (q *Queue) fetch() {
 		}
 	}
 }
+
+// fetchWait is the longest a pull of the fetcher waits at the server.
+func (q *Queue) fetchWait() time.Duration { return min(q.st.set.PinnedTTL/2, 2*time.Second) }
+
+// handBackDelay is how long a job handed back at a graceful stop waits in
+// the stream before it is delivered again: past the expiry of the stopped
+// fetcher's last pull. Delivered at once, it could go to that pull, whose
+// subscription the stop is closing: lost there, it would come back only
+// after AckWait, one delivery more, counted as a try. The next drainer
+// waits PinnedTTL (longer) for the pin anyway.
+func (q *Queue) handBackDelay() time.Duration { return q.fetchWait() + 250*time.Millisecond }
 
 // pull fetches up to n messages, waiting at most wait. With levels or
 // fairness (a large pull that may wait for its whole batch) the lane is

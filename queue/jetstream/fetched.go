@@ -92,8 +92,8 @@ func (q *Queue) nakDelayed(m natsjs.Msg, job *queue.Job, seq uint64, stored time
 
 // handBackLocked hands ms, fetched and not tried, back to the stream, in
 // a goroutine of its own (Close waits for it): each is counted in the
-// ledger, then all are nak'ed, in stream order, and delivered again at
-// once without counting a try. (The server may still redeliver them out
+// ledger, then all are nak'ed, in stream order, and delivered again
+// after handBackDelay without counting a try. (The server may still redeliver them out
 // of that order: a message it offers to a pull that cannot take it, such
 // as a stopped fetcher's, goes to the back of its redelivery queue.)
 // Requires q.mu.
@@ -142,7 +142,7 @@ func (q *Queue) handBackLocked(ms []natsjs.Msg) {
 		close(next)
 		workers.Wait()
 		for _, b := range backs {
-			_ = b.m.Nak()
+			_ = b.m.NakWithDelay(q.handBackDelay())
 		}
 	})
 }
