@@ -32,9 +32,14 @@ import (
 // downstream, (c) the same for a memory downstream, (d) the same to `nats
 // bench service serve`, the echo service. Both downstreams drain 1 job/s,
 // so their queues (capacity 1 000 000) absorb every job and the drain
-// costs nothing. It prints each round, the ratios of the medians (b)/(a)
-// and (c)/(d), the CPU each process spent per job, then accept latency at
-// half the jetstream intake's throughput and for a lone producer.
+// costs nothing. Two more paths are the floor any intake in front of NATS
+// has on this machine: (e) and (f), `nats bench service request` to
+// benchrelay (test/benchrelay), a relay that does nothing but store each
+// payload pipelined and answer on its PubAck (e), or answer at once (f),
+// with a reply of the size of shaperd's. It prints each round, the ratios
+// of the medians (b)/(a), (c)/(d), (e)/(a), (f)/(d), (b)/(e) and (c)/(f),
+// the CPU each process spent per job, then accept latency at half the
+// jetstream intake's throughput and for a lone producer.
 // With -shaper.intakebench.profile DIR it then runs each path once more
 // and writes CPU profiles of shaperd (built with -tags shaperd_pprof) and
 // nats-server there.
@@ -81,6 +86,7 @@ func TestIntakeBench(t *testing.T) {
 		tags = []string{"-tags", "shaperd_pprof"}
 	}
 	shaperd := goBuild(t, dir, "shaperd", "./cmd/shaperd", tags...)
+	relay := goBuild(t, dir, "benchrelay", "./test/benchrelay")
 
 	e := &benchEnv{t: t, nats: cli, home: t.TempDir()}
 	srvAddr, srvProf := freeAddr(t), freeAddr(t)
@@ -94,7 +100,8 @@ func TestIntakeBench(t *testing.T) {
 	e.url = "nats://" + srvAddr
 	nc := connectWithin(t, e.url, 20*time.Second)
 	defer nc.Close()
-	createBareStream(t, nc)
+	createBareStream(t, nc, "BENCH_BARE", "bench.bare")
+	createBareStream(t, nc, "BENCH_RELAY", "bench.relay")
 
 	admin, sdProf := freeAddr(t), freeAddr(t)
 	conf := filepath.Join(t.TempDir(), "shaper.yaml")
@@ -110,12 +117,23 @@ func TestIntakeBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.echo = e.startProc("echo", cli, nil, "-s", e.url, "bench", "service", "serve", "bench.echo", "--no-progress")
+	e.relays = []*proc{
+		e.startProc("benchrelay", relay, nil, "-s", e.url, "-subject", "relay.js", "-store", "bench.relay"),
+		e.startProc("benchrelay", relay, nil, "-s", e.url, "-subject", "relay.mem"),
+	}
+	for _, p := range e.relays {
+		if err := readyLine(p, "benchrelay: ready", 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	paths := []benchPath{
 		{"js pub sync, bare stream", []string{"js", "pub", "sync", "bench.bare", "--stream", "BENCH_BARE"}},
 		{"shaperd intake, jetstream", []string{"service", "request", "shaper.jobs.js"}},
 		{"shaperd intake, memory", []string{"service", "request", "shaper.jobs.mem"}},
 		{"service serve (echo)", []string{"service", "request", "bench.echo"}},
+		{"bare relay, jetstream", []string{"service", "request", "relay.js"}},
+		{"bare relay, memory", []string{"service", "request", "relay.mem"}},
 	}
 	if rev := *intakeBenchBase; rev != "" {
 		e.startBaseline(rev, dir)
@@ -192,10 +210,10 @@ func (e *benchEnv) startBaseline(rev, dir string) {
 	}
 }
 
-// createBareStream creates the stream of path (a) with the settings of a
-// shaperd queue stream: file, one replica, work queue, discard new, the
-// same bound and duplicate window.
-func createBareStream(t *testing.T, nc *nats.Conn) {
+// createBareStream creates the stream of path (a) or (e) with the
+// settings of a shaperd queue stream: file, one replica, work queue,
+// discard new, the same bound and duplicate window.
+func createBareStream(t *testing.T, nc *nats.Conn, name, subject string) {
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -204,7 +222,7 @@ func createBareStream(t *testing.T, nc *nats.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: "BENCH_BARE", Subjects: []string{"bench.bare"}, Retention: jetstream.WorkQueuePolicy,
+		Name: name, Subjects: []string{subject}, Retention: jetstream.WorkQueuePolicy,
 		Storage: jetstream.FileStorage, Replicas: 1, MaxMsgs: 1000000, MaxBytes: -1,
 		Discard: jetstream.DiscardNew, Duplicates: 2 * time.Minute,
 	})
@@ -218,7 +236,8 @@ type benchEnv struct {
 	t                     *testing.T
 	nats, url, home       string
 	server, shaperd, echo *proc
-	base                  *proc // shaperd at -shaper.intakebench.baseline, or nil
+	relays                []*proc // benchrelay, durable and memory
+	base                  *proc   // shaperd at -shaper.intakebench.baseline, or nil
 }
 
 // startProc starts a process killed at cleanup (SIGKILL: a memory queue
@@ -299,6 +318,9 @@ func parseNumber(t *testing.T, re *regexp.Regexp, out string) float64 {
 // of them works at a time.
 func (e *benchEnv) responders() float64 {
 	sum := cpuSeconds(e.shaperd) + cpuSeconds(e.echo)
+	for _, p := range e.relays {
+		sum += cpuSeconds(p)
+	}
 	if e.base != nil {
 		sum += cpuSeconds(e.base)
 	}
@@ -324,7 +346,7 @@ func cpuSeconds(p *proc) float64 {
 func (e *benchEnv) report(paths []benchPath, results [][]benchResult) []float64 {
 	var b strings.Builder
 	med := make([]float64, len(paths))
-	fmt.Fprintf(&b, "\n| path | msgs/s by round | median | p99 ms (median) | µs CPU per job: nats-server / shaperd or echo / natscli |\n|---|---|---:|---:|---|\n")
+	fmt.Fprintf(&b, "\n| path | msgs/s by round | median | p99 ms (median) | µs CPU per job: nats-server / shaperd, echo or relay / natscli |\n|---|---|---:|---:|---|\n")
 	for i, p := range paths {
 		var rates, p99s, srv, sd, cl []float64
 		for _, r := range results[i] {
@@ -342,9 +364,13 @@ func (e *benchEnv) report(paths []benchPath, results [][]benchResult) []float64 
 	}
 	fmt.Fprintf(&b, "\njetstream intake / js pub sync = %.2f (target ≥ 0.9, floor 0.7)\n", med[1]/med[0])
 	fmt.Fprintf(&b, "memory intake / service serve  = %.2f (target ≥ 1.0)\n", med[2]/med[3])
-	if len(paths) > 5 {
-		fmt.Fprintf(&b, "jetstream intake / baseline    = %.3f (median of the rounds' ratios %.3f)\n", med[1]/med[4], pairedRatio(results[1], results[4]))
-		fmt.Fprintf(&b, "memory intake / baseline       = %.3f (median of the rounds' ratios %.3f)\n", med[2]/med[5], pairedRatio(results[2], results[5]))
+	fmt.Fprintf(&b, "bare relay, jetstream / js pub sync = %.2f (the most any relay gets here)\n", med[4]/med[0])
+	fmt.Fprintf(&b, "bare relay, memory / service serve  = %.2f (the most any intake with this reply gets here)\n", med[5]/med[3])
+	fmt.Fprintf(&b, "jetstream intake / bare relay  = %.2f (median of the rounds' ratios %.2f)\n", med[1]/med[4], pairedRatio(results[1], results[4]))
+	fmt.Fprintf(&b, "memory intake / bare relay     = %.2f (median of the rounds' ratios %.2f)\n", med[2]/med[5], pairedRatio(results[2], results[5]))
+	if len(paths) > 7 {
+		fmt.Fprintf(&b, "jetstream intake / baseline    = %.3f (median of the rounds' ratios %.3f)\n", med[1]/med[6], pairedRatio(results[1], results[6]))
+		fmt.Fprintf(&b, "memory intake / baseline       = %.3f (median of the rounds' ratios %.3f)\n", med[2]/med[7], pairedRatio(results[2], results[7]))
 	}
 	e.t.Log(b.String())
 	return med
@@ -450,4 +476,21 @@ func connectWithin(t *testing.T, url string, within time.Duration) *nats.Conn {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// readyLine waits until p has printed line, or fails if it exits or
+// within passes first.
+func readyLine(p *proc, line string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for !strings.Contains(p.stderr.String(), line) {
+		select {
+		case err := <-p.exited:
+			return fmt.Errorf("%s exited (%v) before it was ready:\n%s", p.cmd.Path, err, p.stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not ready within %s:\n%s", p.cmd.Path, within, p.stderr.String())
+		}
+	}
+	return nil
 }
