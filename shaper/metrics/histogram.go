@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // maxBuckets is the most finite buckets a histogram here has: the queue
@@ -30,7 +28,7 @@ type histogram struct {
 	counts [maxBuckets + 1]uint64 // by bucket, not cumulative; [len(bounds)] is +Inf
 
 	desc    *prometheus.Desc
-	labels  []*dto.LabelPair
+	labels  []string // the values of desc's variable labels
 	created time.Time
 }
 
@@ -41,7 +39,7 @@ func newHistogram(desc *prometheus.Desc, labelValues []string, bounds []float64,
 	if len(bounds) > maxBuckets {
 		bounds = bounds[:maxBuckets] // never: the layouts here are shorter
 	}
-	return &histogram{bounds: bounds, desc: desc, labels: prometheus.MakeLabelPairs(desc, labelValues), created: created}
+	return &histogram{bounds: bounds, desc: desc, labels: labelValues, created: created}
 }
 
 // Observe adds v: to the first bucket whose bound is at least v (+Inf for
@@ -58,28 +56,20 @@ func (h *histogram) Observe(v float64) {
 	h.mu.Unlock()
 }
 
-// Desc is the histogram's family's description.
-func (h *histogram) Desc() *prometheus.Desc { return h.desc }
-
-// Write writes a consistent snapshot: cumulative buckets that end at the
-// count.
-func (h *histogram) Write(out *dto.Metric) error {
+// metric is a snapshot of the histogram as a constant metric: cumulative
+// buckets that end at the count, the sum, the labels and the created time
+// (what client_golang's histogram writes).
+func (h *histogram) metric() prometheus.Metric {
 	h.mu.Lock()
 	count, sum, counts := h.count, h.sum, h.counts
 	h.mu.Unlock()
-	his := &dto.Histogram{
-		Bucket:           make([]*dto.Bucket, len(h.bounds)),
-		SampleCount:      new(count),
-		SampleSum:        new(sum),
-		CreatedTimestamp: timestamppb.New(h.created),
-	}
+	buckets := make(map[float64]uint64, len(h.bounds))
 	var cum uint64
 	for i, b := range h.bounds {
 		cum += counts[i]
-		his.Bucket[i] = &dto.Bucket{CumulativeCount: new(cum), UpperBound: new(b)}
+		buckets[b] = cum
 	}
-	out.Histogram, out.Label = his, h.labels
-	return nil
+	return prometheus.MustNewConstHistogramWithCreatedTimestamp(h.desc, count, sum, buckets, h.created, h.labels...)
 }
 
 // histograms is a family of histograms, one per downstream, each made
@@ -110,7 +100,7 @@ func (f *histograms) Collect(ch chan<- prometheus.Metric) {
 	}
 	f.mu.Unlock()
 	for _, h := range hs {
-		ch <- h
+		ch <- h.metric()
 	}
 }
 

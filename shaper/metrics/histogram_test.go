@@ -43,7 +43,7 @@ func TestHistogramAsClientGolang(t *testing.T) {
 				theirs.Observe(v)
 			}
 			var a, b dto.Metric
-			if err := ours.Write(&a); err != nil {
+			if err := ours.metric().Write(&a); err != nil {
 				t.Fatal(err)
 			}
 			if err := theirs.(prometheus.Metric).Write(&b); err != nil {
