@@ -11,7 +11,7 @@ import (
 // wait's layout has at most 29 (see waitBuckets), the try duration's 17.
 const maxBuckets = 29
 
-// histogram is one downstream's classic histogram, written as
+// histogram is one downstream's classic histogram, exposed as
 // client_golang's is (the same buckets, count, sum, labels and created
 // time), but kept in one object: the counts lie beside the count and the
 // sum, under a lock in the same cache line, and the bounds are shared by
@@ -34,11 +34,9 @@ type histogram struct {
 
 // newHistogram returns a histogram of desc with labelValues (desc's
 // variable labels) and bounds, created at created. bounds must be
-// ascending, at most maxBuckets long, and not written again.
+// ascending, at most maxBuckets long (a test checks every layout), and
+// not written again.
 func newHistogram(desc *prometheus.Desc, labelValues []string, bounds []float64, created time.Time) *histogram {
-	if len(bounds) > maxBuckets {
-		bounds = bounds[:maxBuckets] // never: the layouts here are shorter
-	}
 	return &histogram{bounds: bounds, desc: desc, labels: labelValues, created: created}
 }
 
@@ -73,12 +71,13 @@ func (h *histogram) metric() prometheus.Metric {
 }
 
 // histograms is a family of histograms, one per downstream, each made
-// by make, which is given the downstream's name and what forLane was
-// given. It collects what it holds; it describes desc when not nil (a
-// checked collector), nothing otherwise.
+// by make, which is given the downstream's name, what forLane was given
+// and the time (now's). It collects what it holds; it describes desc when
+// not nil (a checked collector), nothing otherwise.
 type histograms struct {
 	desc *prometheus.Desc
-	make func(name string, maxWait time.Duration) *histogram
+	make func(name string, maxWait time.Duration, now time.Time) *histogram
+	now  func() time.Time
 
 	mu sync.Mutex
 	by map[string]*histogram
@@ -111,7 +110,7 @@ func (f *histograms) forLane(name string, maxWait time.Duration) *histogram {
 	if h, ok := f.by[name]; ok {
 		return h
 	}
-	h := f.make(name, maxWait)
+	h := f.make(name, maxWait, f.now())
 	f.by[name] = h
 	return h
 }
@@ -130,7 +129,8 @@ var durationBuckets = prometheus.ExponentialBuckets(0.001, 2, 17)
 // downstream: a checked collector, one layout for all.
 func newDurationHistograms() *histograms {
 	desc := prometheus.NewDesc("shaper_delivery_duration_seconds", "Duration of one delivery try.", []string{"downstream"}, nil)
-	return &histograms{desc: desc, by: map[string]*histogram{}, make: func(name string, _ time.Duration) *histogram {
-		return newHistogram(desc, []string{name}, durationBuckets, time.Now())
-	}}
+	return &histograms{desc: desc, by: map[string]*histogram{}, now: time.Now,
+		make: func(name string, _ time.Duration, now time.Time) *histogram {
+			return newHistogram(desc, []string{name}, durationBuckets, now)
+		}}
 }

@@ -65,6 +65,23 @@ func TestHistogramAsClientGolang(t *testing.T) {
 	}
 }
 
+// Every layout fits a histogram's counts: the queue wait's at any
+// max_wait, the try duration's.
+func TestHistogramLayoutsFit(t *testing.T) {
+	if len(durationBuckets) > maxBuckets {
+		t.Errorf("%d duration buckets, more than %d", len(durationBuckets), maxBuckets)
+	}
+	for _, w := range []time.Duration{0, time.Millisecond, 2600 * time.Microsecond, time.Second, 30 * time.Second,
+		time.Hour, 4 * time.Hour, 100 * time.Hour} {
+		if n := len(waitBuckets(w)); n > maxBuckets {
+			t.Errorf("max_wait %v: %d wait buckets, more than %d", w, n, maxBuckets)
+		}
+	}
+	if n := len(waitCoarse) + len(waitFractions); n > maxBuckets {
+		t.Errorf("wait layouts may have %d buckets, more than %d", n, maxBuckets)
+	}
+}
+
 // Both histogram families gather and lint clean, with the names, help and
 // label the contract gives them.
 func TestHistogramFamilies(t *testing.T) {

@@ -60,14 +60,17 @@ func waitBuckets(maxWait time.Duration) []float64 {
 // layout. It is an unchecked collector (it describes nothing), since the
 // downstreams come and go with the config.
 func newWaitHistograms() *histograms {
-	layouts := map[time.Duration][]float64{} // by max_wait; guarded by the family's lock, which make runs under
-	return &histograms{by: map[string]*histogram{}, make: func(name string, maxWait time.Duration) *histogram {
-		b, ok := layouts[maxWait]
-		if !ok {
-			b = waitBuckets(maxWait)
-			layouts[maxWait] = b
-		}
-		desc := prometheus.NewDesc(waitName, waitHelp, nil, prometheus.Labels{"downstream": name})
-		return newHistogram(desc, nil, b, time.Now())
-	}}
+	// One layout per max_wait ever configured, kept for the process's
+	// life; guarded by the family's lock, which make runs under.
+	layouts := map[time.Duration][]float64{}
+	return &histograms{by: map[string]*histogram{}, now: time.Now,
+		make: func(name string, maxWait time.Duration, now time.Time) *histogram {
+			b, ok := layouts[maxWait]
+			if !ok {
+				b = waitBuckets(maxWait)
+				layouts[maxWait] = b
+			}
+			desc := prometheus.NewDesc(waitName, waitHelp, nil, prometheus.Labels{"downstream": name})
+			return newHistogram(desc, nil, b, now)
+		}}
 }
