@@ -2,7 +2,10 @@ package shaper
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"syscall"
@@ -21,6 +24,11 @@ import (
 //   max100ms_excess_dispatch  the same over the scheduler's dispatch instants
 //   max250ms_excess      the same for 250 ms (the pacing bound allows rate×0.025+1)
 //   cpu_%core            process CPU (user+sys, getrusage) ÷ wall time
+
+// steadyProfile is where runBench writes a CPU profile of the span its
+// CPU figure covers only; -test.cpuprofile would include building the
+// lanes.
+var steadyProfile = flag.String("shaper.steadyprofile", "", "BenchmarkLanes10k and BenchmarkPacing: write a CPU profile of the measured span (not the set-up) to this file")
 
 // stampSink records when each try is entered and how late that is.
 type stampSink struct {
@@ -70,14 +78,37 @@ func runBench(b *testing.B, lanes []LaneSettings, jobs int, stagger, span, measu
 		}
 	}
 	time.Sleep(measureFrom - time.Since(begin))
+	stop := startProfile(b)
 	cpu0, wall0 := cpuTime(), time.Now()
 	time.Sleep(span - measureFrom)
 	cpu := float64(cpuTime()-cpu0) / float64(time.Since(wall0)) * 100
+	stop()
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
 	return sinks, cpu
+}
+
+// startProfile starts the CPU profile -shaper.steadyprofile asks for, if
+// any, and returns what stops it.
+func startProfile(b *testing.B) (stop func()) {
+	if *steadyProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(*steadyProfile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
 }
 
 func cpuTime() time.Duration {

@@ -176,8 +176,15 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 			continue
 		}
 		l.start(job, later(slot, now.Add(-catchUp)), now)
+		if l.inflight >= l.limit {
+			// At its cap (a lane at 1 in flight, after every start): a
+			// start changes no policy's Limit, so no gate taken now could
+			// let another start, and rescheduleWith reads g only through
+			// mayStart, false at the cap with this g as with a new one.
+			break
+		}
 	}
-	l.rescheduleWith(now, g) // nothing the policies see changed since g
+	l.rescheduleWith(now, g) // nothing the policies see changed since g, or see above
 	return l.idle()
 }
 

@@ -40,7 +40,7 @@ func (l *lane) configurePolicies(cfg LaneSettings) {
 // configured rate and concurrency folded into Rate and Limit (so both are
 // set). A new rate applies to the schedule at once. Requires l.mu.
 func (l *lane) gate(now time.Time) policy.Gate {
-	g := policy.Strictest(now, l.inflight, l.policies).And(policy.Gate{Rate: l.cfg.Rate, Limit: l.cfg.Concurrency})
+	g := policy.Strictest(now, l.inflight, l.sched.last, l.policies).And(policy.Gate{Rate: l.cfg.Rate, Limit: l.cfg.Concurrency})
 	if g.Rate != l.sched.rate {
 		l.sched.setRate(g.Rate)
 	}

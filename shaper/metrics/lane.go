@@ -37,7 +37,7 @@ func (m *Metrics) ForLane(name string, maxWait time.Duration) *Lane {
 		Depth: m.Depth.WithLabelValues(name), Capacity: m.Capacity.WithLabelValues(name),
 		Rate: m.Rate.WithLabelValues(name), Inflight: m.Inflight.WithLabelValues(name),
 		Paused: m.Paused.WithLabelValues(name), StoreFull: m.StoreFull.WithLabelValues(name),
-		Wait: m.wait.forLane(name, maxWait), Duration: m.Duration.WithLabelValues(name),
+		Wait: m.wait.forLane(name, maxWait), Duration: m.dur.forLane(name, 0),
 	}
 	for _, r := range m.labels.Rejected {
 		lm.Rejected[r] = m.Vecs.Rejected.WithLabelValues(name, r)

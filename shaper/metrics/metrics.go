@@ -33,7 +33,6 @@ type Vecs struct {
 	Depth, Capacity, Rate       *prometheus.GaugeVec
 	Inflight, Paused            *prometheus.GaugeVec
 	StoreFull                   *prometheus.GaugeVec
-	Duration                    *prometheus.HistogramVec
 	PolicyVecs
 }
 
@@ -46,7 +45,8 @@ type Vecs struct {
 type Metrics struct {
 	Vecs
 	labels Labels
-	wait   *waitHistograms
+	wait   *histograms // shaper_queue_wait_seconds
+	dur    *histograms // shaper_delivery_duration_seconds
 	counts *countsCollector
 
 	mu    sync.Mutex
@@ -87,15 +87,10 @@ func New(reg prometheus.Registerer, labels Labels) *Metrics {
 		Paused:   gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
 		StoreFull: gauge("shaper_store_full",
 			"1 while a downstream's durable queue finds its store out of space (intake answers unavailable), else 0."),
-		Duration: f.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "shaper_delivery_duration_seconds",
-			Help:    "Duration of one delivery try.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 17),
-		}, ds),
 		PolicyVecs: newPolicyVecs(f),
-	}, labels: labels, wait: newWaitHistograms(), counts: newCountsCollector(), known: map[string]int{}}
+	}, labels: labels, wait: newWaitHistograms(), dur: newDurationHistograms(), counts: newCountsCollector(), known: map[string]int{}}
 	if reg != nil {
-		reg.MustRegister(m.wait, m.counts)
+		reg.MustRegister(m.wait, m.dur, m.counts)
 	}
 	m.Vecs.Received.WithLabelValues(labels.Unknown)
 	for _, r := range labels.Rejected {
@@ -174,6 +169,7 @@ func (m *Metrics) Forget(name string) {
 	}
 	delete(m.known, name)
 	m.wait.forget(name)
+	m.dur.forget(name)
 	m.counts.mu.Lock()
 	delete(m.counts.by, name)
 	m.counts.mu.Unlock()
@@ -183,7 +179,7 @@ func (m *Metrics) Forget(name string) {
 		m.Vecs.Dropped.MetricVec, m.Delivered.MetricVec, m.DLStoreErrors.MetricVec, m.DLLost.MetricVec,
 		m.Depth.MetricVec, m.Capacity.MetricVec,
 		m.Rate.MetricVec, m.Inflight.MetricVec, m.Paused.MetricVec, m.StoreFull.MetricVec,
-		m.Duration.MetricVec, m.Shadow.MetricVec, m.RateConfigured.MetricVec,
+		m.Shadow.MetricVec, m.RateConfigured.MetricVec,
 		m.RateCuts.MetricVec, m.FairKeys.MetricVec, m.Refunds.MetricVec, m.BadHeaders.MetricVec,
 		m.BreakerOpen.MetricVec, m.BreakerTrips.MetricVec, m.Maintenance.MetricVec} {
 		v.DeletePartialMatch(match)

@@ -2,7 +2,6 @@ package metrics
 
 import (
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,54 +54,23 @@ func waitBuckets(maxWait time.Duration) []float64 {
 	return slices.Compact(out)
 }
 
-// waitHistograms is shaper_queue_wait_seconds: one histogram per
-// downstream, each with its own buckets (a HistogramVec has one layout for
-// all). It is an unchecked collector (it describes nothing), since the
+// newWaitHistograms is shaper_queue_wait_seconds: one histogram per
+// downstream, each with the buckets of its max_wait (a HistogramVec has
+// one layout for all); downstreams with the same max_wait share one
+// layout. It is an unchecked collector (it describes nothing), since the
 // downstreams come and go with the config.
-type waitHistograms struct {
-	mu sync.Mutex
-	by map[string]prometheus.Histogram
-}
-
-func newWaitHistograms() *waitHistograms {
-	return &waitHistograms{by: map[string]prometheus.Histogram{}}
-}
-
-// Describe describes nothing: waitHistograms is an unchecked collector.
-func (w *waitHistograms) Describe(chan<- *prometheus.Desc) {}
-
-// Collect sends every downstream's histogram.
-func (w *waitHistograms) Collect(ch chan<- prometheus.Metric) {
-	w.mu.Lock()
-	hs := make([]prometheus.Histogram, 0, len(w.by))
-	for _, h := range w.by {
-		hs = append(hs, h)
-	}
-	w.mu.Unlock()
-	for _, h := range hs {
-		ch <- h
-	}
-}
-
-// forLane returns downstream name's histogram, creating it with maxWait's
-// buckets if it has none.
-func (w *waitHistograms) forLane(name string, maxWait time.Duration) prometheus.Histogram {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h, ok := w.by[name]; ok {
-		return h
-	}
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: waitName, Help: waitHelp, Buckets: waitBuckets(maxWait),
-		ConstLabels: prometheus.Labels{"downstream": name},
-	})
-	w.by[name] = h
-	return h
-}
-
-// forget deletes downstream name's histogram.
-func (w *waitHistograms) forget(name string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.by, name)
+func newWaitHistograms() *histograms {
+	// One layout per max_wait ever configured, kept for the process's
+	// life; guarded by the family's lock, which make runs under.
+	layouts := map[time.Duration][]float64{}
+	return &histograms{by: map[string]*histogram{}, now: time.Now,
+		make: func(name string, maxWait time.Duration, now time.Time) *histogram {
+			b, ok := layouts[maxWait]
+			if !ok {
+				b = waitBuckets(maxWait)
+				layouts[maxWait] = b
+			}
+			desc := prometheus.NewDesc(waitName, waitHelp, nil, prometheus.Labels{"downstream": name})
+			return newHistogram(desc, nil, b, now)
+		}}
 }

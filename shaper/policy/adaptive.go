@@ -169,6 +169,9 @@ func (c *Adaptive) Gate(time.Time, int) Gate {
 	return g
 }
 
+// Quiet reports whether the controller is off: Gate answers the zero Gate.
+func (c *Adaptive) Quiet(time.Time) bool { return !c.set.On }
+
 // Finished feeds one answer to the controller: an advertised quota caps
 // the rate at the ceiling, a success may complete a round (the rate
 // rises), a refusal may cut.

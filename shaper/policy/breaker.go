@@ -183,6 +183,11 @@ func (b *Breaker) Gate(now time.Time, _ int) Gate {
 	return Gate{NotBefore: b.closed}
 }
 
+// Quiet reports whether the breaker is closed and the lane started after
+// it last closed: Gate answers that moment, which the schedule is past.
+// (A closed breaker has no probe.)
+func (b *Breaker) Quiet(last time.Time) bool { return !b.st.open && !b.closed.After(last) }
+
 // State is the breaker's state at now.
 func (b *Breaker) State(now time.Time) BreakerState {
 	switch {

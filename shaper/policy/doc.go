@@ -42,6 +42,7 @@
 //	func (h *HoldUntil) Started(time.Time, Try)           {}
 //	func (h *HoldUntil) Finished(time.Time, Answer)       {}
 //	func (h *HoldUntil) Gate(now time.Time, _ int) Gate { return Gate{NotBefore: h.At} }
+//	func (h *HoldUntil) Quiet(last time.Time) bool      { return !h.At.After(last) }
 //
 // and in the lane (shaper/lane.go, newLane):
 //

@@ -72,6 +72,10 @@ func (k *Kept) Finished(time.Time, Answer) {}
 // Gate holds every start while a takeover read is in flight.
 func (k *Kept) Gate(time.Time, int) Gate { return Gate{Held: k.restoring} }
 
+// Quiet reports whether no takeover read is in flight: Gate answers the
+// zero Gate.
+func (k *Kept) Quiet(time.Time) bool { return !k.restoring }
+
 // ToSave returns the value to keep at now for a lane running at rate with
 // the learned window, the start count to hand back to Saved, and whether
 // it is due to be saved.

@@ -59,6 +59,13 @@ func (m *Maintenance) Gate(now time.Time, _ int) Gate {
 	return Gate{NotBefore: m.floor}
 }
 
+// Quiet reports whether the lane has no windows, the last Gate was not
+// in one, and the lane started after the last one ended: Gate answers
+// that end, which the schedule is past.
+func (m *Maintenance) Quiet(last time.Time) bool {
+	return len(m.windows) == 0 && !m.active && !m.floor.After(last)
+}
+
 // Active reports whether the last Gate was inside a window.
 func (m *Maintenance) Active() bool { return m.active }
 

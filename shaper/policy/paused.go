@@ -51,6 +51,10 @@ func (p *Paused) Started(time.Time, Try) {}
 // Finished does nothing.
 func (p *Paused) Finished(time.Time, Answer) {}
 
+// Quiet reports whether no pause is on and the lane started after the
+// last timed one ended: Gate answers that end, which the schedule is past.
+func (p *Paused) Quiet(last time.Time) bool { return !p.On && !p.floor.After(last) }
+
 // Gate holds every start while a pause without an end is on, and answers
 // NotBefore the end of a timed one; at or after that end the pause is
 // over (On turns false) and the end stays the schedule's floor.

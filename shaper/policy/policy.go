@@ -19,6 +19,12 @@ type Policy interface {
 	// It may advance state that time alone changes (a quota refilled at its
 	// reset, a pause seen to end).
 	Gate(now time.Time, inflight int) Gate
+	// Quiet reports whether Gate would now change nothing and answer
+	// nothing that binds a lane whose last start took slot last (zero =
+	// none yet): the zero Gate, or a NotBefore not after last, which the
+	// lane's schedule is past already. The lane then skips Gate, so it
+	// must be cheap: most lanes have most policies quiet on every start.
+	Quiet(last time.Time) bool
 }
 
 // Try is one delivery try of a lane.
@@ -95,12 +101,16 @@ func (g Gate) And(o Gate) Gate {
 	return g
 }
 
-// Strictest asks every policy of ps at now and returns the strictest
-// answer of all (see Gate.And).
-func Strictest(now time.Time, inflight int, ps []Policy) Gate {
+// Strictest asks every policy of ps that is not quiet at now and returns
+// the strictest answer of all (see Gate.And); last is the slot of the
+// lane's last start (zero = none). Its NotBefore may be earlier than a
+// quiet policy's, but never later than last when it is.
+func Strictest(now time.Time, inflight int, last time.Time, ps []Policy) Gate {
 	var g Gate
 	for _, p := range ps {
-		g = g.And(p.Gate(now, inflight))
+		if !p.Quiet(last) {
+			g = g.And(p.Gate(now, inflight))
+		}
 	}
 	return g
 }

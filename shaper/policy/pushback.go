@@ -47,6 +47,10 @@ func (p *Pushback) Gate(now time.Time, _ int) Gate {
 	return Gate{NotBefore: p.until}
 }
 
+// Quiet reports whether no pause runs and the lane started after the
+// last one ended: Gate answers that end, which the schedule is past.
+func (p *Pushback) Quiet(last time.Time) bool { return !p.pausing && !p.until.After(last) }
+
 // Until is when the latest pause ends (or ended); zero = never paused.
 func (p *Pushback) Until() time.Time { return p.until }
 

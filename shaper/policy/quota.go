@@ -140,6 +140,10 @@ func (s *Advertised) Gate(now time.Time, inflight int) Gate {
 	return Gate{Held: inflight > 0}
 }
 
+// Quiet reports whether the downstream never said how many starts are
+// left (nor a limit to refill them to): Gate answers the zero Gate.
+func (s *Advertised) Quiet(time.Time) bool { return !s.known }
+
 // Cap is the advertised limit ÷ window in starts per second; 0 = none.
 func (s *Advertised) Cap() float64 { return s.cap }
 

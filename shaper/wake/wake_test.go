@@ -182,3 +182,25 @@ func TestHeapOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestBaseZeroTime: the heap's keys count from the first time asked for,
+// which may be the zero time (due at once) as well as a clock reading.
+func TestBaseZeroTime(t *testing.T) {
+	s := New[nop]()
+	t0 := time.Now()
+	early, late := NewHandle(nop{}), NewHandle(nop{})
+	s.WantAt(early, time.Time{}, true)
+	s.WantAt(late, t0.Add(time.Second), true)
+	if got := s.popDue(t0); len(got) != 1 || got[0] != early {
+		t.Fatalf("at t0: popped %d handles, want only the zero-time one", len(got))
+	}
+	if got := s.popDue(t0.Add(time.Second - 1)); len(got) != 0 {
+		t.Fatalf("before its time: popped %d handles, want none", len(got))
+	}
+	if at, ok := s.arm(); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("arm = %v, %v; want %v", at, ok, t0.Add(time.Second))
+	}
+	if got := s.popDue(t0.Add(time.Second)); len(got) != 1 || got[0] != late {
+		t.Fatalf("at its time: popped %d handles, want the other", len(got))
+	}
+}
