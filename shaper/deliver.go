@@ -33,7 +33,6 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		l.sched.restartFrom(now) // was at its cap (the lane's or the key's): no catch-up for the time blocked
 	}
 	l.inflight--
-	l.m.Inflight.Set(float64(l.inflight))
 	if fb.Malformed > 0 {
 		l.m.BadHeaders.Add(float64(fb.Malformed))
 	}
@@ -92,7 +91,6 @@ func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
 		return
 	}
 	l.q.RetryLater(job, now, true)
-	l.m.Depth.Set(float64(l.q.Len()))
 }
 
 // onProbeFailed puts back the breaker's probe, whose failure reopened the
@@ -106,7 +104,6 @@ func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
 // delivery). Requires l.mu.
 func (l *lane) onProbeFailed(job *queue.Job, now time.Time) {
 	l.q.RetryLater(job, now, true)
-	l.m.Depth.Set(float64(l.q.Len()))
 }
 
 // onError schedules a retry after backoff, or fails the job once
@@ -126,7 +123,6 @@ func (l *lane) onError(job *queue.Job, err error, policy RetryPolicy, now time.T
 	l.c.retries++
 	l.m.Retries.Inc()
 	l.q.RetryLater(job, at, false)
-	l.m.Depth.Set(float64(l.q.Len()))
 	l.s.log.Debug("delivery failed; will retry", "downstream", l.name, "job_id", job.ID,
 		"attempt", job.Attempt, "backoff", wait, "error", err.Error())
 }
@@ -139,9 +135,8 @@ func (l *lane) fail(job *queue.Job, err error) {
 
 // countOutcome books one delivered{outcome}. Requires l.mu.
 func (l *lane) countOutcome(o Outcome) {
-	if o == OutcomeSuccess { // every try of a healthy lane: no map lookups
+	if o == OutcomeSuccess { // every try of a healthy lane: its series reads l.c when scraped
 		l.c.succeeded++
-		l.succeeded.Inc()
 		return
 	}
 	l.c.delivered[o]++

@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
@@ -19,10 +18,9 @@ import (
 // runs (at most Concurrency at once); starts are made only by the scheduler
 // goroutine through RunDue.
 type lane struct {
-	s         *Shaper
-	name      string
-	m         *metrics.Lane
-	succeeded prometheus.Counter // m.Delivered[success], looked up once
+	s    *Shaper
+	name string
+	m    *metrics.Lane
 	// blocking is whether admission decisions do I/O, kept by
 	// noteAdmitter so that every submission can ask without l.mu.
 	blocking atomic.Bool
@@ -83,14 +81,12 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 		c: counters{rejected: map[Reason]uint64{}, dropped: map[Reason]uint64{},
 			delivered: map[Outcome]uint64{}},
 	}
-	l.succeeded = l.m.Delivered[string(OutcomeSuccess)]
 	l.wake = wake.NewHandle(l)
 	l.compose()
 	l.setConfig(cfg, now)
 	l.noteAdmitter()
 	l.m.Paused.Set(0)
-	l.m.Depth.Set(0)
-	l.m.Inflight.Set(0)
+	l.m.ReadFrom(l.live)
 	s.met.Counts(cfg.Name, l.counts)
 	if q.Service != nil {
 		q.Service.Start(l.kick)
@@ -119,7 +115,6 @@ func (l *lane) kick() { l.kickAt(time.Now()) }
 func (l *lane) kickAt(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.m.Depth.Set(float64(l.q.Len()))
 	l.noteFetched(now) // after a gap: this instance may have taken over
 	l.reschedule(now)
 }
@@ -207,10 +202,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	for _, p := range l.policies {
 		p.Started(now, policy.Try{Job: job})
 	}
-	l.c.started++
-	l.m.Started.Inc()
-	l.m.Inflight.Set(float64(l.inflight))
-	l.m.Depth.Set(float64(l.q.Len()))
+	l.c.started++ // the started, in-flight and depth series read the lane when scraped
 	if job.Attempt == 1 {
 		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
 	}
@@ -232,7 +224,6 @@ func (l *lane) expired(job *queue.Job, now time.Time) bool {
 func (l *lane) drop(job *queue.Job, reason Reason, why string) {
 	l.c.dropped[reason]++
 	l.m.Dropped[string(reason)].Inc()
-	l.m.Depth.Set(float64(l.q.Len()))
 	l.s.dl.add(l, job, reason, why, false)
 }
 

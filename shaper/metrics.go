@@ -33,7 +33,7 @@ func NewMetrics(reg prometheus.Registerer) *metrics.Metrics {
 	return metrics.New(reg, metrics.Labels{
 		Unknown: unknownLabel, Rejected: labels(rejectReasons), BadRequest: string(ReasonBadRequest),
 		Dropped: labels(dropReasons), IntakeDrop: string(ReasonSlowConsumer),
-		Outcomes: labels(outcomes), Shadow: labels(shadowReasons),
+		Outcomes: labels(outcomes), Success: string(OutcomeSuccess), Shadow: labels(shadowReasons),
 	})
 }
 

@@ -163,6 +163,13 @@ func clone[K comparable](m map[K]uint64, keys []K) map[K]uint64 {
 	return out
 }
 
+// live is the lane's metrics.LiveFunc: its counts read when scraped.
+func (l *lane) live() metrics.Live {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return metrics.Live{Started: l.c.started, Succeeded: l.c.succeeded, Inflight: l.inflight, Depth: l.q.Len()}
+}
+
 // counts is the lane's metrics.CountsFunc: where its queued jobs wait.
 func (l *lane) counts(now time.Time, levels []int) (n, delayed int, ok bool) {
 	l.mu.Lock()

@@ -329,7 +329,6 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 	l.spaceAgain()
 	l.c.accepted++
 	l.m.Accepted.Inc()
-	l.m.Depth.Set(float64(l.q.Len()))
 	rc.Accepted, rc.Position = true, max(p.Position, 1)
 	rc.ETA = later(l.predictStart(now, p.Ahead), job.NotBefore).Sub(now)
 	rc.NotBefore = job.NotBefore

@@ -8,7 +8,9 @@
 // fixed reasons and outcomes, which package shaper defines with their types
 // and hands to New in Labels. A lane resolves its series once (ForLane) so
 // its hot path does no label lookups, and Forget deletes them when the
-// last lane of that name is gone.
+// last lane of that name is gone. What every start or answer would
+// change (tries started and succeeded, in flight, the queue's depth and
+// its levels) is read from the lanes when scraped instead of written.
 //
 // The package imports client_golang and the standard library only.
 package metrics

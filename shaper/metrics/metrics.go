@@ -18,6 +18,7 @@ type Labels struct {
 	Dropped    []string // reason of shaper_jobs_dropped_total, pre-created per lane
 	IntakeDrop string   // a drop reason Dropped also accepts, not pre-created
 	Outcomes   []string // outcome of shaper_jobs_delivered_total
+	Success    string   // the outcome a lane's Live.Succeeded counts ("": none)
 	Shadow     []string // reason of shaper_shadow_rejections_total
 }
 
@@ -48,6 +49,7 @@ type Metrics struct {
 	wait   *histograms // shaper_queue_wait_seconds
 	dur    *histograms // shaper_delivery_duration_seconds
 	counts *countsCollector
+	live   *liveCollector
 
 	mu    sync.Mutex
 	known map[string]int // downstream → number of live lanes using the label
@@ -67,30 +69,40 @@ func New(reg prometheus.Registerer, labels Labels) *Metrics {
 	gauge := func(name, help string) *prometheus.GaugeVec {
 		return f.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, ds)
 	}
+	// The series read from the lanes when scraped are registered through
+	// the live collector, which syncs them first (live.go).
+	lf := promauto.With(nil)
+	liveCounter := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return lf.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, append(ds, labels...))
+	}
+	liveGauge := func(name, help string) *prometheus.GaugeVec {
+		return lf.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, ds)
+	}
 	m := &Metrics{Vecs: Vecs{
 		Received:  counter("shaper_jobs_received_total", "Jobs received for a downstream, accepted or not."),
 		Accepted:  counter("shaper_jobs_accepted_total", "Jobs accepted into a downstream's queue."),
-		Started:   counter("shaper_jobs_started_total", "Delivery tries started; rate() is the achieved drain rate."),
+		Started:   liveCounter("shaper_jobs_started_total", "Delivery tries started; rate() is the achieved drain rate."),
 		Retries:   counter("shaper_job_retries_total", "Delivery tries scheduled again after a retryable failure."),
 		Pushbacks: counter("shaper_downstream_pushbacks_total", "Times a downstream pushed back (429/503 with Retry-After)."),
 		Rejected:  counter("shaper_jobs_rejected_total", "Jobs never accepted, by reason.", "reason"),
 		Dropped:   counter("shaper_jobs_dropped_total", "Jobs accepted, then dropped without delivery, by reason.", "reason"),
-		Delivered: counter("shaper_jobs_delivered_total", "Started jobs that ended, by outcome.", "outcome"),
+		Delivered: liveCounter("shaper_jobs_delivered_total", "Started jobs that ended, by outcome.", "outcome"),
 		DLStoreErrors: counter("shaper_dead_letter_store_errors_total",
 			"Tries to store a dead letter that failed or timed out; the job stays queued and is tried again later."),
 		DLLost: counter("shaper_dead_letters_lost_total",
 			"Dead letters neither stored nor published: a memory queue's job whose dead letter the store had not taken by the end of the shutdown grace, or a rejected plain publish's the store refused or fell behind on."),
-		Depth:    gauge("shaper_queue_depth", "Jobs held in a downstream's queue, including retries waiting for backoff."),
+		Depth:    liveGauge("shaper_queue_depth", "Jobs held in a downstream's queue, including retries waiting for backoff."),
 		Capacity: gauge("shaper_queue_capacity", "Bound of a downstream's queue."),
 		Rate:     gauge("shaper_drain_rate_per_second", "Drain rate in starts per second: the configured rate, or the effective one under rate_control adaptive."),
-		Inflight: gauge("shaper_inflight", "Deliveries in progress."),
+		Inflight: liveGauge("shaper_inflight", "Deliveries in progress."),
 		Paused:   gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
 		StoreFull: gauge("shaper_store_full",
 			"1 while a downstream's durable queue finds its store out of space (intake answers unavailable), else 0."),
 		PolicyVecs: newPolicyVecs(f),
 	}, labels: labels, wait: newWaitHistograms(), dur: newDurationHistograms(), counts: newCountsCollector(), known: map[string]int{}}
+	m.live = newLiveCollector(m.Started, m.Delivered, m.Depth, m.Inflight)
 	if reg != nil {
-		reg.MustRegister(m.wait, m.dur, m.counts)
+		reg.MustRegister(m.wait, m.dur, m.counts, m.live)
 	}
 	m.Vecs.Received.WithLabelValues(labels.Unknown)
 	for _, r := range labels.Rejected {
@@ -173,6 +185,7 @@ func (m *Metrics) Forget(name string) {
 	m.counts.mu.Lock()
 	delete(m.counts.by, name)
 	m.counts.mu.Unlock()
+	m.live.forget(name)
 	match := prometheus.Labels{"downstream": name}
 	for _, v := range []*prometheus.MetricVec{m.Vecs.Received.MetricVec, m.Accepted.MetricVec,
 		m.Started.MetricVec, m.Retries.MetricVec, m.Pushbacks.MetricVec, m.Vecs.Rejected.MetricVec,
