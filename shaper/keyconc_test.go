@@ -41,11 +41,20 @@ func keyConcRun(t *testing.T, keyConc int, fair bool) (starts []string, slowPeak
 	cfg.Concurrency, cfg.KeyConcurrency, cfg.Fairness = 4, keyConc, fair
 	h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"api": sink})
 	defer h.stop()
+	// Paused while the jobs arrive, all at instant 0: else the scheduler's
+	// goroutine may take the first job before the fast ones are queued or
+	// after, and the fair order depends on which.
+	if err := h.sh.Pause("api"); err != nil {
+		t.Fatal(err)
+	}
 	for i := range 5 {
 		h.sh.Submit(&queue.Job{Downstream: "api", Key: "slow", ID: fmt.Sprint("slow", i)})
 	}
 	for i := range 10 {
 		h.sh.Submit(&queue.Job{Downstream: "api", Key: "fast", ID: fmt.Sprint("fast", i)})
+	}
+	if err := h.sh.Resume("api"); err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(2160 * time.Millisecond) // just after a slow job started on its key's freeing: no catch-up for it
 	h.sh.Submit(&queue.Job{Downstream: "api", Key: "late", ID: "late"})
