@@ -485,6 +485,7 @@ func readyLine(p *proc, line string, within time.Duration) error {
 	for !strings.Contains(p.stderr.String(), line) {
 		select {
 		case err := <-p.exited:
+			p.exited <- err // still there for kill, as readyOrExit leaves it
 			return fmt.Errorf("%s exited (%v) before it was ready:\n%s", p.cmd.Path, err, p.stderr.String())
 		case <-time.After(20 * time.Millisecond):
 		}
