@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 )
 
@@ -20,6 +19,42 @@ const failoverBound = 4 * time.Second
 
 // runCluster starts a 3-node JetStream cluster on loopback.
 func runCluster(t *testing.T) []*server.Server {
+	t.Helper()
+	var srvs []*server.Server
+	for try := 1; srvs == nil; try++ {
+		var err error
+		if srvs, err = startCluster(t); err != nil {
+			if try == 3 {
+				t.Fatal(err)
+			}
+			t.Logf("%v; again, on other ports", err)
+		}
+	}
+	for _, srv := range srvs {
+		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	}
+	nc, err := nats.Connect(srvs[0].ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	waitFor(t, 20*time.Second, func() bool {
+		for _, s := range srvs {
+			if !s.JetStreamIsClustered() || s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) < 3 {
+				return false
+			}
+		}
+		_, err := nc.Request("$JS.API.INFO", nil, time.Second)
+		return err == nil && srvs[0].JetStreamIsCurrent()
+	}, "a JetStream meta leader in the 3-node cluster")
+	return srvs
+}
+
+// startCluster starts the nodes of runCluster, each routed to all three
+// cluster ports. The ports are picked free and released before the nodes
+// bind them, so another test's server may take one first: then the node
+// does not start, the others are stopped, and the error says so.
+func startCluster(t *testing.T) ([]*server.Server, error) {
 	t.Helper()
 	ports := make([]int, 3)
 	for i := range ports {
@@ -40,25 +75,25 @@ func runCluster(t *testing.T) []*server.Server {
 		opts.ServerName = fmt.Sprint("n", i)
 		opts.Cluster = server.ClusterOpts{Name: "shaper", Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
-		srv := natsserver.RunServer(&opts)
-		t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-		srvs = append(srvs, srv)
-	}
-	nc, err := nats.Connect(srvs[0].ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	waitFor(t, 20*time.Second, func() bool {
-		for _, s := range srvs {
-			if !s.JetStreamIsClustered() || s.JetStreamIsLeader() && len(s.JetStreamClusterPeers()) < 3 {
-				return false
+		srv, err := server.NewServer(&opts)
+		if err == nil {
+			go srv.Start()
+			if !srv.ReadyForConnections(10 * time.Second) {
+				err = fmt.Errorf("cluster node n%d (cluster port %d) did not start within 10 s", i, ports[i])
 			}
 		}
-		_, err := nc.Request("$JS.API.INFO", nil, time.Second)
-		return err == nil && srvs[0].JetStreamIsCurrent()
-	}, "a JetStream meta leader in the 3-node cluster")
-	return srvs
+		if err != nil {
+			for _, s := range append(srvs, srv) {
+				if s != nil {
+					s.Shutdown()
+					s.WaitForShutdown()
+				}
+			}
+			return nil, err
+		}
+		srvs = append(srvs, srv)
+	}
+	return srvs, nil
 }
 
 // TestRates runs the tests that measure achieved rates against the
