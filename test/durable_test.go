@@ -244,3 +244,36 @@ func TestDurableBurstIntoIdleDownstream(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, func() bool { return streamMsgs(t, in.nc, "printer") == 0 }, "every held ack sent")
 }
+
+// A job sent to an idle durable downstream starts at once, not when the
+// drainer's pull for more jobs than the stream holds ends (it waits up to
+// 2 s at the server for its whole batch): jobs sent one at a time, each
+// after the last was delivered, each start within a second of being sent,
+// with a prefetch of 4 (concurrency 4).
+func TestDurableLoneJobStartsPromptly(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(fmt.Sprintf(`
+  erp:
+    rate: 20/s
+    concurrency: 4
+    queue: { capacity: 100, backend: jetstream }
+    sink:
+      http: { url: %q, timeout: 2s }
+`, ds.URL)))
+	for i := range 4 {
+		sent := time.Now()
+		r := in.request(t, "shaper.jobs.erp", []byte(fmt.Sprint("job", i)), nil)
+		if r.Status != "accepted" {
+			t.Fatalf("job %d: %+v", i, r)
+		}
+		hits := ds.waitHits(t, i+1, 5*time.Second)
+		d := hits[i].at.Sub(sent)
+		t.Logf("job %d started %s after it was sent", i, d.Round(100*time.Microsecond))
+		if d > time.Second {
+			t.Errorf("job %d started %s after it was sent, want well under a second on an idle downstream", i, d.Round(time.Millisecond))
+		}
+		time.Sleep(200 * time.Millisecond) // the drainer's next pull is out
+	}
+}

@@ -36,11 +36,7 @@ func (q *Queue) fetch() {
 			}
 			continue
 		}
-		got, err := q.pull(c, room, wait)
-		if got > 0 && q.ready != nil {
-			q.ready()
-		}
-		if err != nil && q.ctx.Err() == nil {
+		if err := q.pull(c, room, wait); err != nil && q.ctx.Err() == nil {
 			q.st.log.Debug("jetstream fetch failed; retrying", "stream", q.stream, "error", err.Error())
 			q.sleep(250 * time.Millisecond)
 		}
@@ -58,36 +54,26 @@ func (q *Queue) fetchWait() time.Duration { return min(q.st.set.PinnedTTL/2, 2*t
 // waits PinnedTTL (longer) for the pin anyway.
 func (q *Queue) handBackDelay() time.Duration { return q.fetchWait() + 250*time.Millisecond }
 
-// pull fetches up to n messages, waiting at most wait. With levels or
-// fairness (a large pull that may wait for its whole batch) the lane is
-// told of each job as it arrives.
-func (q *Queue) pull(c natsjs.Consumer, n int, wait time.Duration) (int, error) {
+// pull fetches up to n messages, waiting at most wait, and tells the lane
+// of each job as it arrives: a pull waits at the server until its whole
+// batch came or it expired, and a job must not wait for that.
+func (q *Queue) pull(c natsjs.Consumer, n int, wait time.Duration) error {
 	ctx, cancel := context.WithTimeout(q.ctx, wait)
 	defer cancel()
 	batch, err := c.Fetch(n, natsjs.FetchContext(ctx), natsjs.FetchPriorityGroup(Group))
 	if err != nil {
-		return 0, err
+		return err
 	}
-	got := 0
 	for m := range batch.Messages() {
-		if q.admit(m) {
-			got++
-			if n > 1 && q.ready != nil && q.indexAllNow() {
-				q.ready()
-			}
+		if q.admit(m) && q.ready != nil {
+			q.ready()
 		}
 	}
 	if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) &&
 		!errors.Is(err, natsjs.ErrNoMessages) {
-		return got, err
+		return err
 	}
-	return got, nil
-}
-
-func (q *Queue) indexAllNow() bool {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.indexAll()
+	return nil
 }
 
 // keepPin renews this instance's pin without taking a message.
