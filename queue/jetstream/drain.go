@@ -85,7 +85,9 @@ func (q *Queue) keepPin(c natsjs.Consumer, wait time.Duration) {
 		return
 	}
 	for m := range batch.Messages() { // cannot fit in 1 byte; held if it ever does
-		q.admit(m)
+		if q.admit(m) && q.ready != nil {
+			q.ready()
+		}
 	}
 }
 
