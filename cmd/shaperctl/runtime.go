@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,7 @@ type runtimeOptions struct {
 	Downstream            string
 	For, Until, Rate      string
 	Concurrency, Capacity int
+	given                 map[string]bool // the flags given, whatever their value
 }
 
 func cmdPause(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -72,6 +74,8 @@ func runRuntime(ctx context.Context, name string, args []string, stdout, stderr 
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
+	o.given = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.given[f.Name] = true })
 	method, path, body, msg := o.request(name)
 	if msg != "" {
 		return usageErr(stderr, name, "%s", msg)
@@ -123,14 +127,16 @@ func (o runtimeOptions) request(name string) (method, path string, body []byte, 
 	case "unset":
 		return http.MethodDelete, base + "/override", nil, ""
 	}
+	// A flag given is sent whatever its value (-concurrency 0 too): the
+	// daemon validates it and names what would be valid.
 	req := map[string]any{}
-	if o.Rate != "" {
+	if o.given["rate"] {
 		req["rate"] = strings.TrimSpace(o.Rate)
 	}
-	if o.Concurrency != 0 {
+	if o.given["concurrency"] {
 		req["concurrency"] = o.Concurrency
 	}
-	if o.Capacity != 0 {
+	if o.given["capacity"] {
 		req["capacity"] = o.Capacity
 	}
 	if len(req) == 0 {

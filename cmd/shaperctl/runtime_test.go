@@ -37,6 +37,9 @@ func TestRuntimeCommands(t *testing.T) {
 		{[]string{"resume", "-downstream", "printer"}, `POST /v1/downstreams/printer/resume  ops`},
 		{[]string{"set", "-downstream", "printer", "-rate", "5/s", "-capacity", "50"}, `PATCH /v1/downstreams/printer {"capacity":50,"rate":"5/s"} ops`},
 		{[]string{"unset", "-downstream", "printer"}, `DELETE /v1/downstreams/printer/override  ops`},
+		// A value given is sent, 0 too: the daemon names what is valid.
+		{[]string{"set", "-downstream", "printer", "-rate", "5/s", "-concurrency", "0"}, `PATCH /v1/downstreams/printer {"concurrency":0,"rate":"5/s"} ops`},
+		{[]string{"set", "-downstream", "printer", "-capacity", "0"}, `PATCH /v1/downstreams/printer {"capacity":0} ops`},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), append(tc.args, admin...), &out, &errb); code != exitOK {
