@@ -1,15 +1,19 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The runtime controls of the admin API against the whole daemon: timed
@@ -344,5 +348,65 @@ downstreams:`, srv.ClientURL()) + jetstreamLane("printer", "2/s", ds.URL)
 	hits := ds.waitHits(t, 3, 5*time.Second)
 	if gap := hits[2].at.Sub(hits[1].at); gap > 200*time.Millisecond {
 		t.Errorf("gap %s: the 20/s override was not kept", gap)
+	}
+}
+
+// TestRuntimeChangeRefusedWhileNATSDown: a change asked while NATS is down
+// is answered 503 "nothing changed", and stays unmade when NATS is back:
+// the client's reconnect buffer must not carry it to the bucket later.
+func TestRuntimeChangeRefusedWhileNATSDown(t *testing.T) {
+	t.Parallel()
+	opts := natsOptions(t)
+	srv := natsserver.RunServer(&opts)
+	opts.Port = srv.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(jetstreamLane("printer", "2/s", ds.URL)))
+	mustCall(t, in.admin, "PATCH", "/v1/downstreams/printer", `{"capacity":50}`) // the bucket is there
+	srv.Shutdown()
+	srv.WaitForShutdown()
+	waitReady(t, in.admin, http.StatusServiceUnavailable, 15*time.Second)
+	if status, body := adminCall(t, in.admin, "PATCH", "/v1/downstreams/printer", `{"rate":"7/s"}`); status != http.StatusServiceUnavailable {
+		t.Fatalf("PATCH while NATS is down: %d %s, want 503", status, body)
+	}
+	srv = natsserver.RunServer(&opts)
+	waitReady(t, in.admin, http.StatusOK, 15*time.Second)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), "SHAPER_RATES_RUNTIME")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		e, err := kv.Get(context.Background(), "printer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(e.Value()), `"rate"`) {
+			t.Fatalf("the refused change was kept after all: %s", e.Value())
+		}
+		if r, _ := rowOf(in.admin, "printer"); r.Rate != 2 {
+			t.Fatalf("the refused change applies after all: %+v", r)
+		}
+	}
+}
+
+// waitReady waits up to within for base's /readyz to answer status.
+func waitReady(t *testing.T, base string, status int, within time.Duration) {
+	t.Helper()
+	for end := time.Now().Add(within); ; time.Sleep(50 * time.Millisecond) {
+		if got, _ := httpGet(base + "/readyz"); got == status {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("/readyz did not answer %d within %s", status, within)
+		}
 	}
 }

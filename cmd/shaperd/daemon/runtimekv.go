@@ -62,8 +62,17 @@ func (r *kvRuntime) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	return kv, nil
 }
 
-// Put keeps downstream's state.
+// errNotConnected is Put's answer while the NATS connection is down.
+var errNotConnected = errors.New("NATS not connected")
+
+// Put keeps downstream's state. While the connection is down it refuses
+// at once: a put made then would wait in the client's reconnect buffer and
+// reach the bucket when NATS is back, after the caller was told it failed
+// and had undone the change.
 func (r *kvRuntime) Put(ctx context.Context, downstream string, s control.State) error {
+	if !r.js.Conn().IsConnected() {
+		return fmt.Errorf("save %s/%s: %w", r.cfg.Bucket, downstream, errNotConnected)
+	}
 	kv, err := r.bucket(ctx)
 	if err != nil {
 		return err
