@@ -14,6 +14,8 @@ import (
 	natsserver "github.com/nats-io/nats-server/v2/test"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 )
 
 // The runtime controls of the admin API against the whole daemon: timed
@@ -407,6 +409,24 @@ func waitReady(t *testing.T, base string, status int, within time.Duration) {
 		}
 		if time.Now().After(end) {
 			t.Fatalf("/readyz did not answer %d within %s", status, within)
+		}
+	}
+}
+
+// TestNoDownstreamsSaysHowToAddOne: with no downstreams the daemon says how
+// to add one: in its config file and SIGHUP, or, started without a config
+// file (there is nothing to reload), in a file given with -config.
+func TestNoDownstreamsSaysHowToAddOne(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	for _, tc := range []struct {
+		noFile bool
+		want   string
+	}{{false, "send SIGHUP"}, {true, "restart shaperd with -config FILE"}} {
+		in, logs := startDaemonOpts(t, srv, baseConfig(), daemon.Options{NoConfigFile: tc.noFile})
+		in.stop(t)
+		if !strings.Contains(logs.String(), tc.want) {
+			t.Errorf("no config file %v: the log does not say %q:\n%s", tc.noFile, tc.want, logs.String())
 		}
 	}
 }

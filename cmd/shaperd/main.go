@@ -60,7 +60,7 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "shaperd: config OK (%d downstreams)\n", len(cfg.Downstreams))
 		return exitOK
 	}
-	d, err := daemon.New(cfg, daemon.Options{Logger: log})
+	d, err := daemon.New(cfg, daemon.Options{Logger: log, NoConfigFile: *path == ""})
 	if err != nil {
 		fmt.Fprintf(stderr, "shaperd: %v\n", err)
 		return exitConfig

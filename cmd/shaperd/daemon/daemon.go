@@ -34,6 +34,10 @@ type Options struct {
 	// HistoryInterval is how often the status page's history samples the
 	// downstreams; 0: admin.DefaultHistoryInterval (2s). Tests shorten it.
 	HistoryInterval time.Duration
+	// NoConfigFile says shaperd runs without a config file (no -config):
+	// a SIGHUP has no file to read, so the hint for adding a downstream is
+	// a restart with one.
+	NoConfigFile bool
 }
 
 // Daemon is one shaperd. Create it with New, start it with Run.
@@ -49,6 +53,8 @@ type Daemon struct {
 
 	mu  sync.Mutex // guards cfg and serialises Reload
 	cfg config.Config
+	// noFile: started without a config file (Options.NoConfigFile).
+	noFile bool
 
 	view atomic.Pointer[view] // what intake reads on every message
 
@@ -92,6 +98,7 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		jobs:    shaper.NewMetrics(opts.Registry),
 		deadMet: deadletter.NewMetrics(opts.Registry),
 		cfg:     cfg,
+		noFile:  opts.NoConfigFile,
 		ready:   make(chan struct{}),
 	}
 	d.dedupe = dedupe.New(dedupe.Settings{Window: cfg.Ingress.DedupeWindow, MaxIDs: maxDedupeIDs, OnEvict: d.metrics.dedupeEvicted.Inc},
@@ -239,7 +246,11 @@ func (d *Daemon) announce(cfg config.Config, url string) {
 	close(d.ready)
 	d.log.Info("shaperd ready", "nats", redactURL(url), "admin", d.AdminAddr(),
 		"intake", cfg.Ingress.SubjectPrefix+".<downstream>", "downstreams", len(cfg.Downstreams))
-	if len(cfg.Downstreams) == 0 {
+	switch {
+	case len(cfg.Downstreams) > 0:
+	case d.noFile:
+		d.log.Warn("no downstreams configured: every job will be rejected unknown_downstream; write a config file with one under downstreams: (see deploy/example.yaml) and restart shaperd with -config FILE")
+	default:
 		d.log.Warn("no downstreams configured: every job will be rejected unknown_downstream; add one under downstreams: in the config file (see deploy/example.yaml) and send SIGHUP")
 	}
 }
