@@ -117,7 +117,9 @@ func checkDead(action string, o deadOptions, fs *flag.FlagSet) string {
 		return fmt.Sprintf("-downstream %q: a downstream name has only letters, digits, - and _", o.Downstream)
 	case action == "show" && o.Seq == 0:
 		return "show needs -seq N (a seq from 'shaperctl dead list')"
-	case o.Limit < 0:
+	case o.Limit < 0 || o.Limit == 0 && given(fs, "limit"):
+		// -limit 0 is refused, not taken for "no limit": a replay of
+		// every dead letter is what leaving -limit out asks for.
 		return fmt.Sprintf("-limit must be at least 1, got %d", o.Limit)
 	}
 	if o.Rate != "" {
@@ -317,4 +319,11 @@ func printable(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// given reports whether the flag name was set on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -143,6 +143,8 @@ func TestDeadErrors(t *testing.T) {
 		{"show no seq", []string{"show", "-downstream", "printer"}, exitUsage, "show needs -seq N"},
 		{"bad rate", []string{"replay", "-downstream", "printer", "-rate", "fast"}, exitUsage, `-rate "fast" is not a rate`},
 		{"negative limit", []string{"replay", "-downstream", "printer", "-limit", "-1"}, exitUsage, "-limit must be at least 1"},
+		{"zero limit", []string{"replay", "-downstream", "printer", "-limit", "0"}, exitUsage, "-limit must be at least 1, got 0"},
+		{"zero list limit", []string{"list", "-downstream", "printer", "-limit", "0"}, exitUsage, "-limit must be at least 1, got 0"},
 		{"stray flag", []string{"purge", "-downstream", "printer", "-rate", "2/s"}, exitUsage, "purge does not take -rate"},
 		{"stray seq", []string{"list", "-downstream", "printer", "-seq", "3"}, exitUsage, "list does not take -seq"},
 		{"404", []string{"list", "-downstream", "nope", "-admin", a.URL}, exitFailed,
