@@ -3,6 +3,8 @@ package jetstream
 import (
 	"time"
 
+	natsjs "github.com/nats-io/nats.go/jetstream"
+
 	"github.com/shaperd/shaper/queue"
 )
 
@@ -71,4 +73,55 @@ func (q *Queue) Counts(now time.Time, levels []int) int {
 		}
 	}
 	return delayed
+}
+
+// notAheadLocked is the jobs the counts of Ahead hold (the stream's, or
+// with levels those of job's level and the more urgent ones) that do not
+// start before job, offered at at, as the drainer knows: the started ones
+// (in flight, their ack held to the end of their slot, or settled and
+// waiting for their dedupe record) and the delayed ones (held until due,
+// or handed back to wait in the stream) whose instant is after job's
+// ready instant. The memory kind's Ahead counts neither. An instance that
+// is not the drainer knows of none. Requires q.mu.
+func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
+	ready := at
+	if job.NotBefore.After(ready) {
+		ready = job.NotBefore
+	}
+	k := len(q.levelDepth)
+	l := 0
+	if k > 0 {
+		l = queue.Level(job, k)
+	}
+	in := func(level int) bool { return k == 0 || level <= l }
+	subj := func(m natsjs.Msg) bool { return k == 0 || in(levelOfSubject(q.subject, m.Subject(), k)) }
+	n := 0
+	for j := range q.taken {
+		if k == 0 || in(queue.Level(j, k)) {
+			n++
+		}
+	}
+	for m := range q.held {
+		if subj(m) {
+			n++
+		}
+	}
+	for m := range q.unrecorded {
+		if subj(m) {
+			n++
+		}
+	}
+	for _, nj := range q.naked {
+		if nj.at.After(ready) && (k == 0 || in(min(nj.level, k-1))) {
+			n++
+		}
+	}
+	if q.index.delayed > 0 {
+		for j, h := range q.index.msgs {
+			if h.notBefore.After(ready) && (k == 0 || in(queue.Level(j, k))) {
+				n++
+			}
+		}
+	}
+	return n
 }

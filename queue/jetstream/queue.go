@@ -212,17 +212,18 @@ func (q *Queue) enqueue(job *queue.Job, done func(int, error)) {
 
 // stored books the PubAck of job, stored at stream sequence seq, and
 // returns its position: the stream's depth, or with levels the jobs of
-// its own and the more urgent levels.
+// its own and the more urgent levels, less those that start after it or
+// have started (notAheadLocked).
 func (q *Queue) stored(seq uint64, job *queue.Job) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.depth.stored(seq)
 	if len(q.levelDepth) == 0 {
-		return q.depth.n
+		return max(q.depth.n-q.notAheadLocked(job, time.Now()), 1)
 	}
 	l := queue.Level(job, len(q.levelDepth))
 	q.levelDepth[l].stored(seq)
-	return q.aheadLocked(l)
+	return max(q.aheadLocked(l)-q.notAheadLocked(job, time.Now()), 1)
 }
 
 // aheadLocked is the jobs of level l and the more urgent levels (all of
@@ -246,15 +247,17 @@ func (q *Queue) streamHandle() natsjs.Stream {
 
 // Ahead is the jobs that start first: the stream's depth, or with levels
 // (no fairness) the jobs of job's own level and the more urgent ones
-// (their subjects' counts; delayed jobs of those levels included). Under
-// fairness it is the stream's depth, an upper bound.
-func (q *Queue) Ahead(job *queue.Job, _ time.Time) int {
+// (their subjects' counts), less those the drainer knows start after job
+// or have started (notAheadLocked). Under fairness it is the stream's
+// depth less those, an upper bound.
+func (q *Queue) Ahead(job *queue.Job, at time.Time) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.levelDepth) == 0 {
-		return q.depth.n
+	n := q.depth.n
+	if len(q.levelDepth) > 0 {
+		n = q.aheadLocked(queue.Level(job, len(q.levelDepth)))
 	}
-	return q.aheadLocked(queue.Level(job, len(q.levelDepth)))
+	return max(n-q.notAheadLocked(job, at), 0)
 }
 
 // Cost is Len: the stream bounds jobs by count, not cost.
