@@ -39,18 +39,16 @@ func (q *Queue) Counts(now time.Time, levels []int) int {
 	delayed := 0
 	for seq, nj := range q.naked {
 		if !nj.at.After(now) { // redelivered by now (to this instance or another)
-			delete(q.naked, seq)
+			q.dropNakedLocked(seq)
 			continue
 		}
 		delayedBy[min(nj.level, k-1)]++
 		delayed++
 	}
-	if q.index.delayed > 0 {
-		for job, h := range q.index.msgs {
-			if h.notBefore.After(now) {
-				delayedBy[queue.Level(job, k)]++
-				delayed++
-			}
+	for job, at := range q.index.soon {
+		if at.After(now) {
+			delayedBy[queue.Level(job, k)]++
+			delayed++
 		}
 	}
 	switch {
@@ -79,49 +77,75 @@ func (q *Queue) Counts(now time.Time, levels []int) int {
 // with levels those of job's level and the more urgent ones) that do not
 // start before job, offered at at, as the drainer knows: the started ones
 // (in flight, their ack held to the end of their slot, or settled and
-// waiting for their dedupe record) and the delayed ones (held until due,
-// or handed back to wait in the stream) whose instant is after job's
-// ready instant. The memory kind's Ahead counts neither. An instance that
+// waiting for their dedupe record), the delayed ones it holds whose
+// instant is after job's, and, for a job with no instant of its own, those
+// handed back to wait in the stream (all due later; for a delayed job they
+// stay counted, an upper bound, as ordering them per job would cost a scan
+// of them on every store). It costs the started and held delayed jobs
+// (a lane's concurrency and the next two seconds' delayed jobs), not the
+// stream's. The memory kind's Ahead counts none of them. An instance that
 // is not the drainer knows of none. Requires q.mu.
 func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
-	ready := at
-	if job.NotBefore.After(ready) {
-		ready = job.NotBefore
-	}
 	k := len(q.levelDepth)
-	l := 0
-	if k > 0 {
-		l = queue.Level(job, k)
+	if k == 0 {
+		n := len(q.taken) + len(q.held) + len(q.unrecorded) + q.index.soonAfter(later(at, job.NotBefore), nil)
+		if !job.NotBefore.After(at) {
+			n += len(q.naked)
+		}
+		return n
 	}
-	in := func(level int) bool { return k == 0 || level <= l }
-	subj := func(m natsjs.Msg) bool { return k == 0 || in(levelOfSubject(q.subject, m.Subject(), k)) }
-	n := 0
+	l := queue.Level(job, k)
+	in := func(level int) bool { return min(level, k-1) <= l }
+	inSubject := func(m natsjs.Msg) bool { return in(levelOfSubject(q.subject, m.Subject(), k)) }
+	n := q.index.soonAfter(later(at, job.NotBefore), func(j *queue.Job) bool { return in(queue.Level(j, k)) })
 	for j := range q.taken {
-		if k == 0 || in(queue.Level(j, k)) {
+		if in(queue.Level(j, k)) {
 			n++
 		}
 	}
 	for m := range q.held {
-		if subj(m) {
+		if inSubject(m) {
 			n++
 		}
 	}
 	for m := range q.unrecorded {
-		if subj(m) {
+		if inSubject(m) {
 			n++
 		}
 	}
-	for _, nj := range q.naked {
-		if nj.at.After(ready) && (k == 0 || in(min(nj.level, k-1))) {
-			n++
-		}
-	}
-	if q.index.delayed > 0 {
-		for j, h := range q.index.msgs {
-			if h.notBefore.After(ready) && (k == 0 || in(queue.Level(j, k))) {
-				n++
+	if !job.NotBefore.After(at) {
+		for lv, c := range q.nakedBy {
+			if in(lv) {
+				n += c
 			}
 		}
 	}
 	return n
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// addNakedLocked books a job handed back to wait out its delay, and
+// dropNakedLocked forgets one (fetched again, or due by now), keeping
+// the count by level that notAheadLocked reads. Require q.mu.
+func (q *Queue) addNakedLocked(seq uint64, nj nakedJob) {
+	q.dropNakedLocked(seq)
+	q.naked[seq] = nj
+	for len(q.nakedBy) <= nj.level {
+		q.nakedBy = append(q.nakedBy, 0)
+	}
+	q.nakedBy[nj.level]++
+}
+
+func (q *Queue) dropNakedLocked(seq uint64) {
+	if nj, ok := q.naked[seq]; ok {
+		delete(q.naked, seq)
+		q.nakedBy[nj.level]--
+	}
 }

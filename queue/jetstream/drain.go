@@ -252,8 +252,8 @@ func (q *Queue) keepAlive() {
 func (q *Queue) inProgress() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, h := range q.index.msgs {
-		_ = h.msg.InProgress()
+	for _, m := range q.index.msgs {
+		_ = m.InProgress()
 	}
 	for _, m := range q.taken {
 		_ = m.InProgress()

@@ -59,7 +59,7 @@ func (q *Queue) admit(m natsjs.Msg) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	delete(q.naked, seq)
+	q.dropNakedLocked(seq)
 	if e.count > 0 || e.rev != 0 {
 		q.ledger[seq] = e
 	}
@@ -82,7 +82,7 @@ func (q *Queue) nakDelayed(m natsjs.Msg, job *queue.Job, seq uint64, stored time
 		e = ne
 	}
 	q.mu.Lock()
-	q.naked[seq] = nakedJob{at: job.NotBefore, level: queue.Level(job, q.index.levels)}
+	q.addNakedLocked(seq, nakedJob{at: job.NotBefore, level: queue.Level(job, q.index.levels)})
 	if e.rev != 0 {
 		q.ledger[seq] = e
 	}

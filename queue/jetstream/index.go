@@ -23,16 +23,10 @@ type localKind interface {
 // its delayed set until due), and each job's message. The stream bounds
 // the jobs, so the kind's own bounds are off. Requires the queue's mutex.
 type index struct {
-	kind    localKind
-	msgs    map[*queue.Job]heldMsg
-	levels  int
-	delayed int // held jobs that came with an instant (some may be due by now)
-}
-
-// heldMsg is a held job's message and instant.
-type heldMsg struct {
-	msg       natsjs.Msg
-	notBefore time.Time
+	kind   localKind
+	msgs   map[*queue.Job]natsjs.Msg
+	levels int
+	soon   map[*queue.Job]time.Time // held jobs that came with an instant (some may be due by now)
 }
 
 // localCapacity is the local kind's bound: none (the stream bounds).
@@ -45,7 +39,7 @@ func (x *index) init(fair bool) {
 	} else {
 		x.kind = queue.NewBucket(s)
 	}
-	x.msgs, x.levels = map[*queue.Job]heldMsg{}, 1
+	x.msgs, x.soon, x.levels = map[*queue.Job]natsjs.Msg{}, map[*queue.Job]time.Time{}, 1
 }
 
 // configure applies the levels and weights of s (the kind moves held
@@ -62,9 +56,9 @@ func (x *index) len() int { return len(x.msgs) }
 // failures, redelivered after its backoff) as a retry of its level, ahead
 // of the level's fresh jobs, unless it is delayed still.
 func (x *index) add(job *queue.Job, m natsjs.Msg, now time.Time) {
-	x.msgs[job] = heldMsg{msg: m, notBefore: job.NotBefore}
+	x.msgs[job] = m
 	if !job.NotBefore.IsZero() {
-		x.delayed++
+		x.soon[job] = job.NotBefore
 	}
 	if job.Failures > 0 && !job.NotBefore.After(now) {
 		x.kind.RetryLater(job, now, false)
@@ -76,7 +70,7 @@ func (x *index) add(job *queue.Job, m natsjs.Msg, now time.Time) {
 // retry holds a taken job again as a retry of its level, ready at at (a
 // pushback).
 func (x *index) retry(job *queue.Job, m natsjs.Msg, at time.Time) {
-	x.msgs[job] = heldMsg{msg: m}
+	x.msgs[job] = m
 	x.kind.RetryLater(job, at, true)
 }
 
@@ -87,22 +81,21 @@ func (x *index) take(now time.Time, may func(string) bool) (*queue.Job, time.Tim
 	if !ok {
 		return nil, time.Time{}, nil, false
 	}
-	h := x.msgs[job]
+	m := x.msgs[job]
 	delete(x.msgs, job)
-	if !h.notBefore.IsZero() {
-		x.delayed--
-	}
-	return job, at, h.msg, true
+	delete(x.soon, job)
+	return job, at, m, true
 }
 
 // delayedAt is the number of held jobs whose instant is after now.
-func (x *index) delayedAt(now time.Time) int {
-	if x.delayed == 0 {
-		return 0
-	}
+func (x *index) delayedAt(now time.Time) int { return x.soonAfter(now, nil) }
+
+// soonAfter is the number of held jobs whose instant is after t, of those
+// of which (nil: all).
+func (x *index) soonAfter(t time.Time, of func(*queue.Job) bool) int {
 	n := 0
-	for _, h := range x.msgs {
-		if h.notBefore.After(now) {
+	for job, at := range x.soon {
+		if at.After(t) && (of == nil || of(job)) {
 			n++
 		}
 	}
@@ -112,12 +105,12 @@ func (x *index) delayedAt(now time.Time) int {
 // release empties the index and returns the held messages.
 func (x *index) release() []natsjs.Msg {
 	out := make([]natsjs.Msg, 0, len(x.msgs))
-	for _, h := range x.msgs {
-		out = append(out, h.msg)
+	for _, m := range x.msgs {
+		out = append(out, m)
 	}
 	x.kind.Release()
 	clear(x.msgs)
-	x.delayed = 0
+	clear(x.soon)
 	return out
 }
 

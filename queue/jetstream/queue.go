@@ -63,6 +63,7 @@ type Queue struct {
 	recs       recordWrites
 	ledger     map[uint64]ledgerEntry // hand-backs of jobs held or taken, by sequence (count > 0)
 	naked      map[uint64]nakedJob    // handed back to wait out their delay, by sequence
+	nakedBy    []int                  // naked jobs by level (addNakedLocked)
 	depth      depthBook              // stream's messages (refreshed; adjusted locally)
 	levelDepth []depthBook            // per level, most urgent first (levels > 1, no fairness)
 	scratch    []int                  // Counts' scratch space
