@@ -121,7 +121,8 @@
 // queue.capacity and queue.max_bytes). The
 // job's admission key is stored with it (header Shaper-Key). A delivered
 // job is acked; a failed try is nak'ed with its backoff delay (the retry
-// waits in the stream); a pushback (429/503 Retry-After) holds the job
+// waits in the stream; once due it is room for itself in the prefetch, so
+// it is fetched, and starts, ahead of the newer jobs held); a pushback (429/503 Retry-After) holds the job
 // locally while the lane pauses, so it does not count as a try; a job that
 // failed for good or expired is termed after its dead letter was
 // published.

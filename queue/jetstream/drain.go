@@ -14,14 +14,17 @@ import (
 // so that this instance stays pinned while it drains; when the prefetch is
 // full it sends a pull that cannot be served (max bytes 1) only to keep the
 // pin. Jobs held waiting for their instant (within the lead) do not take
-// room: a delayed job never holds up a ready one.
+// room: a delayed job never holds up a ready one. A retry whose backoff
+// ended makes room for itself, so that it is fetched, and starts, ahead
+// of the newer jobs in the prefetch.
 func (q *Queue) fetch() {
 	wait := q.fetchWait()
 	for q.ctx.Err() == nil {
 		q.mu.Lock()
 		c := q.c
-		// a job waiting for its record holds its place
-		room := q.prefetchLocked() - (q.index.len() - q.index.delayedAt(time.Now())) - len(q.unrecorded)
+		// a job waiting for its record holds its place; a retry whose
+		// backoff ended makes room for itself (retryWaitsLocked)
+		room := q.prefetchLocked() - (q.index.len() - q.index.delayedAt(time.Now())) - len(q.unrecorded) + q.retriesDue
 		if q.indexAll() { // the stream's jobs, wherever they are here
 			room = q.bounds.capacity - q.index.len() - len(q.unrecorded) - len(q.taken) - len(q.held)
 		}

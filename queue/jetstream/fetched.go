@@ -60,6 +60,9 @@ func (q *Queue) admit(m natsjs.Msg) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.dropNakedLocked(seq)
+	if len(q.retries) > 0 {
+		q.retryFetchedLocked(seq)
+	}
 	if e.count > 0 || e.rev != 0 {
 		q.ledger[seq] = e
 	}

@@ -170,3 +170,40 @@ func TestDelaysHeldAndHandedBack(t *testing.T) {
 		}
 	}
 }
+
+// With one level and a prefetch of one, a retry nak'ed to wait out its
+// backoff in the stream is fetched once due although a newer job fills
+// the prefetch, and starts ahead of it, its failed try counted.
+func TestRetryFetchedPastFullPrefetch(t *testing.T) {
+	st, _ := runStore(t)
+	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 1})
+	storeAll(t, q, job("o0", "", 0), job("o1", "", 0), job("o2", "", 0))
+	q.Start(func() {})
+	defer q.Close()
+	waitHeld(t, q, 1)
+	j := takeWithin(q, time.Second)
+	if string(j.Payload) != "o0" {
+		t.Fatalf("first start %s, want o0", j.Payload)
+	}
+	waitHeld(t, q, 1) // o1 fills the prefetch
+	q.RetryLater(j, time.Now().Add(100*time.Millisecond), false)
+	waitHeld(t, q, 2) // o0 again, o1 still waiting
+	var order []string
+	var failures []int
+	for range 3 {
+		j := takeWithin(q, 10*time.Second)
+		if j == nil {
+			t.Fatalf("after %v: no job within 10 s", order)
+		}
+		order, failures = append(order, string(j.Payload)), append(failures, j.Failures)
+		q.Ack(j, time.Time{})
+	}
+	if want := []string{"o0", "o1", "o2"}; !slices.Equal(order, want) || failures[0] != 1 {
+		t.Fatalf("order %v failures %v, want %v with o0's failed try counted", order, failures, want)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.retries) != 0 || q.retriesDue != 0 {
+		t.Fatalf("%d retries still waiting, %d due, want none once fetched", len(q.retries), q.retriesDue)
+	}
+}

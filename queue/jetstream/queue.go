@@ -61,12 +61,14 @@ type Queue struct {
 	// dedupe record is stored; see settleLocked.
 	unrecorded map[natsjs.Msg]*recordWrite
 	recs       recordWrites
-	ledger     map[uint64]ledgerEntry // hand-backs of jobs held or taken, by sequence (count > 0)
-	naked      map[uint64]nakedJob    // handed back to wait out their delay, by sequence
-	nakedBy    []int                  // naked jobs by level (addNakedLocked)
-	depth      depthBook              // stream's messages (refreshed; adjusted locally)
-	levelDepth []depthBook            // per level, most urgent first (levels > 1, no fairness)
-	scratch    []int                  // Counts' scratch space
+	ledger     map[uint64]ledgerEntry   // hand-backs of jobs held or taken, by sequence (count > 0)
+	naked      map[uint64]nakedJob      // handed back to wait out their delay, by sequence
+	nakedBy    []int                    // naked jobs by level (addNakedLocked)
+	retries    map[uint64]*waitingRetry // nak'ed to wait out their backoff, by sequence, until fetched
+	retriesDue int                      // of retries, those due: room in the prefetch
+	depth      depthBook                // stream's messages (refreshed; adjusted locally)
+	levelDepth []depthBook              // per level, most urgent first (levels > 1, no fairness)
+	scratch    []int                    // Counts' scratch space
 	bounds     bounds
 	capDirty   bool
 	closed     bool
@@ -127,6 +129,7 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 		base: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
 		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, bounds: ls.bounds(),
 		unrecorded: map[natsjs.Msg]*recordWrite{}, ledger: map[uint64]ledgerEntry{}, naked: map[uint64]nakedJob{},
+		retries: map[uint64]*waitingRetry{},
 	}
 	q.index.init(ls.Fairness)
 	q.configureLocked(queue.Settings{Capacity: ls.Capacity, KeyCapacity: ls.KeyCapacity, Weights: ls.Weights,
@@ -175,6 +178,7 @@ func (q *Queue) handBack() {
 	if !q.closed {
 		q.closed = true
 		q.handBackLocked(q.index.release())
+		q.forgetRetriesLocked()
 	}
 	for m, t := range q.held { // delivered: ack now rather than lose the ack
 		t.Stop()

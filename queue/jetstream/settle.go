@@ -43,7 +43,8 @@ func (q *Queue) ackLocked(m natsjs.Msg) {
 }
 
 // RetryLater naks job with the delay until at, so the retry waits in the
-// stream; a pushed-back job is held here (kept alive; a retry of its level
+// stream (and makes room for itself in the prefetch once due:
+// retryWaitsLocked); a pushed-back job is held here (kept alive; a retry of its level
 // in the local index) while the lane pauses, so the pushback does not
 // count as a delivery.
 func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
@@ -60,8 +61,10 @@ func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	case pushback: // after the hand-back: not a try either
 		q.handBackLocked([]natsjs.Msg{m})
 	case time.Until(at) > 0:
+		q.retryWaitsLocked(m, at)
 		_ = m.NakWithDelay(time.Until(at))
 	default:
+		q.retryWaitsLocked(m, time.Now())
 		_ = m.Nak()
 	}
 }
