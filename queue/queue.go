@@ -153,6 +153,10 @@ type Settler interface {
 	// letter was published (or found impossible), so the store may delete
 	// it.
 	GiveUp(job *Job)
+	// DropFront takes the fetched jobs at the front (of each level, and
+	// under fairness of each key), as Memory.DropFront removes them, while
+	// drop returns true: each is then taken, to be settled with GiveUp.
+	DropFront(drop func(*Job) bool) []*Job
 }
 
 // Service is the role of a kind with goroutines of its own (a durable

@@ -120,14 +120,36 @@ func (l *lane) freesIn(now time.Time, need int) time.Duration {
 }
 
 // dropExpiredFront drops expired jobs at the front of a full queue so they
-// do not hold capacity until a start reaches them. With the lane's MaxWait
-// alone, deadlines follow queue order, so this finds every expired job.
-// Requires l.mu and a queue that plays the queue.Memory role.
-func (l *lane) dropExpiredFront(now time.Time) {
-	expired := l.q.Memory.DropFront(func(j *queue.Job) bool {
-		return !j.Deadline.IsZero() && now.After(j.Deadline)
-	})
-	for _, j := range expired {
+// do not hold capacity until a start reaches them, and returns how many.
+// With the lane's MaxWait alone, deadlines follow queue order, so this
+// finds every expired job of a memory queue; a durable queue's are the
+// ones its drainer fetched (the oldest), and it fetches the next ones
+// as these are deleted. Requires l.mu.
+func (l *lane) dropExpiredFront(now time.Time) int {
+	expired := func(j *queue.Job) bool { return !j.Deadline.IsZero() && now.After(j.Deadline) }
+	var jobs []*queue.Job
+	switch {
+	case l.q.Memory != nil:
+		jobs = l.q.Memory.DropFront(expired)
+	case l.q.Settler != nil:
+		jobs = l.q.Settler.DropFront(expired) // each settled once its dead letter is out
+	}
+	for _, j := range jobs {
 		l.drop(j, ReasonExpired, "not started within max wait")
 	}
+	return len(jobs)
 }
+
+// fullFreesIn is the Retry-After for a job a durable queue's store refused
+// as full: a second when expired jobs were just dropped to make room (the
+// store has it once their dead letters are out), else slotFreesIn.
+// Requires l.mu.
+func (l *lane) fullFreesIn(now time.Time) time.Duration {
+	if l.q.Memory == nil && l.dropExpiredFront(now) > 0 {
+		return retryExpiredDropped
+	}
+	return l.slotFreesIn(now)
+}
+
+// retryExpiredDropped is fullFreesIn's answer after a drop of expired jobs.
+const retryExpiredDropped = time.Second

@@ -116,7 +116,14 @@ func (l *lane) kickAt(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.noteFetched(now) // after a gap: this instance may have taken over
-	l.reschedule(now)
+	g := l.gate(now)
+	if (g.Held || g.NotBefore.After(now)) && !l.s.closing.Load() {
+		// No start reaches the fetched jobs now (paused, an open breaker,
+		// a pushback): expired ones go, not to hold the store's room
+		// until one does.
+		l.dropExpiredFront(now)
+	}
+	l.rescheduleWith(now, g)
 }
 
 // setConfig applies cfg's rate, capacity and policies at now. A new rate

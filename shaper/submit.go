@@ -312,15 +312,15 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 		rc.Accepted, rc.Duplicate = true, true
 		return rc
 	case errors.Is(err, queue.ErrMaxBytes):
-		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+		return l.s.reject(l, rc, ReasonQueueFull, l.fullFreesIn(now),
 			fmt.Errorf("queue %s is at its queue.max_bytes: %w", l.name, queue.ErrMaxBytes))
 	case errors.Is(err, queue.ErrNoSpace):
 		return l.outOfSpace(now, rc, err)
 	case errors.Is(err, queue.ErrKeyFull):
-		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+		return l.s.reject(l, rc, ReasonQueueFull, l.fullFreesIn(now),
 			fmt.Errorf("key %q holds its queue.key_capacity (%d jobs) of queue %s: %w", job.Key, l.cfg.KeyCapacity, l.name, queue.ErrKeyFull))
 	case errors.Is(err, queue.ErrFull):
-		return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
+		return l.s.reject(l, rc, ReasonQueueFull, l.fullFreesIn(now),
 			fmt.Errorf("queue %s is full (%d/%d): %w", l.name, l.q.Cap(), l.q.Cap(), err))
 	case err != nil:
 		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable,

@@ -277,3 +277,62 @@ func TestDurableLoneJobStartsPromptly(t *testing.T) {
 		time.Sleep(200 * time.Millisecond) // the drainer's next pull is out
 	}
 }
+
+// Expired jobs do not hold a durable queue's room while no start reaches
+// them: a paused downstream full of jobs past their max_wait refuses the
+// next job queue_full with Retry-After 1 while it drops them (each counted
+// and dead-lettered as expired), and takes new jobs a moment later, as a
+// memory queue does at once.
+func TestDurableExpiredFreeRoomWhilePaused(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(fmt.Sprintf(`
+  fax:
+    rate: 10/s
+    queue: { capacity: 5, backend: jetstream, max_wait: 1s }
+    sink:
+      http: { url: %q, timeout: 2s }
+`, ds.URL)))
+	_ = in.do(t, http.MethodPost, "/v1/downstreams/fax/pause", http.StatusOK)
+	for i := range 5 {
+		if r := in.request(t, "shaper.jobs.fax", []byte(fmt.Sprint("old", i)), nil); r.Status != "accepted" {
+			t.Fatalf("job %d: %+v", i, r)
+		}
+	}
+	if r := in.request(t, "shaper.jobs.fax", []byte("over"), nil); r.Reason != "queue_full" {
+		t.Fatalf("a sixth job before the max wait: %+v, want queue_full", r)
+	}
+	time.Sleep(1500 * time.Millisecond) // past every job's max_wait
+	var first *reply
+	accepted := false
+	for deadline := time.Now().Add(10 * time.Second); !accepted && time.Now().Before(deadline); {
+		r := in.request(t, "shaper.jobs.fax", []byte("new"), nil)
+		switch {
+		case r.Status == "accepted":
+			accepted = true
+		case r.Reason == "queue_full":
+			if first == nil {
+				first = &r
+			}
+			time.Sleep(200 * time.Millisecond)
+		default:
+			t.Fatalf("unexpected reply %+v", r)
+		}
+	}
+	if !accepted {
+		t.Fatal("no job accepted within 10 s of the queued ones' max wait: expired jobs still hold the paused queue's room")
+	}
+	if first != nil && first.Header.Get("Retry-After") != "1" {
+		t.Errorf("queue_full while dropping expired jobs with Retry-After %q, want 1", first.Header.Get("Retry-After"))
+	}
+	dead := in.waitDead(t, "fax", 5)
+	for _, d := range dead {
+		if d.Reason != "expired" {
+			t.Errorf("dead letter %+v, want reason expired", d)
+		}
+	}
+	if n := len(ds.snapshot()); n != 0 {
+		t.Errorf("%d jobs delivered while paused", n)
+	}
+}

@@ -13,6 +13,7 @@ import (
 type localKind interface {
 	queue.Queue
 	queue.Picker
+	DropFront(drop func(*queue.Job) bool) []*queue.Job
 }
 
 // index is the local index of a queue's fetched jobs not started yet: the
@@ -85,6 +86,22 @@ func (x *index) take(now time.Time, may func(string) bool) (*queue.Job, time.Tim
 	delete(x.msgs, job)
 	delete(x.soon, job)
 	return job, at, m, true
+}
+
+// dropFront removes the jobs at the front while drop returns true
+// (the kind's DropFront) and returns them with their messages.
+func (x *index) dropFront(drop func(*queue.Job) bool) ([]*queue.Job, []natsjs.Msg) {
+	jobs := x.kind.DropFront(drop)
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	msgs := make([]natsjs.Msg, len(jobs))
+	for i, job := range jobs {
+		msgs[i] = x.msgs[job]
+		delete(x.msgs, job)
+		delete(x.soon, job)
+	}
+	return jobs, msgs
 }
 
 // delayedAt is the number of held jobs whose instant is after now.

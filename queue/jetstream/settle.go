@@ -69,6 +69,23 @@ func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	}
 }
 
+// DropFront takes the held jobs at the front while drop returns true
+// (queue.Settler): the lane drops expired jobs that hold the stream's room
+// while none can start, and settles each with GiveUp once its dead letter
+// is published.
+func (q *Queue) DropFront(drop func(*queue.Job) bool) []*queue.Job {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	jobs, msgs := q.index.dropFront(drop)
+	for i, job := range jobs {
+		q.taken[job] = msgs[i]
+	}
+	if len(jobs) > 0 {
+		q.signal() // room in the prefetch
+	}
+	return jobs
+}
+
 // GiveUp terms job (its dead letter was stored), once its dedupe record
 // is stored: the stream deletes it.
 func (q *Queue) GiveUp(job *queue.Job) {
