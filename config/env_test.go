@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -8,6 +10,13 @@ import (
 
 func TestEnvOverrides(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir() // admin.tls files must be readable
+	crt, key := filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")
+	for _, f := range []string{crt, key} {
+		if err := os.WriteFile(f, []byte("PEM\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name  string
 		file  string
@@ -50,11 +59,11 @@ func TestEnvOverrides(t *testing.T) {
 		{"admin auth and tls", "testdata/minimal.yaml", []string{
 			"SHAPER_ADMIN_BASIC_AUTH_USERNAME=ops",
 			"SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH=$2a$10$bQ54WnuLwH/t/HFN0qzCZuN7EnIxb9CPAfLrsCF/3MTnLwwD/jwbi",
-			"SHAPER_ADMIN_TLS_CERT_FILE=/etc/shaper/admin.crt",
-			"SHAPER_ADMIN_TLS_KEY_FILE=/etc/shaper/admin.key",
+			"SHAPER_ADMIN_TLS_CERT_FILE=" + crt,
+			"SHAPER_ADMIN_TLS_KEY_FILE=" + key,
 		}, func(t *testing.T, c Config) {
 			eq(t, c.Admin.BasicAuth, AdminBasicAuth{Username: "ops", PasswordHash: "$2a$10$bQ54WnuLwH/t/HFN0qzCZuN7EnIxb9CPAfLrsCF/3MTnLwwD/jwbi"})
-			eq(t, c.Admin.TLS, AdminTLS{CertFile: "/etc/shaper/admin.crt", KeyFile: "/etc/shaper/admin.key"})
+			eq(t, c.Admin.TLS, AdminTLS{CertFile: crt, KeyFile: key})
 		}},
 		{"empty and unrelated vars are ignored", "testdata/minimal.yaml", []string{"SHAPER_DOWNSTREAMS_PRINTER_RATE=", "SHAPER_DOWNSTREAMS_GHOST_RATE=9/s", "PATH=/bin", "SHAPER_NOT_A_KEY=1"}, func(t *testing.T, c Config) {
 			eq(t, c.Downstreams["printer"].Rate, Rate(2))
