@@ -104,6 +104,20 @@ func pauseUntil(body []byte, now time.Time) (time.Time, error) {
 	return time.Time{}, nil // {}: as no body
 }
 
+// resumeBody checks a resume's body: none, or {}. A resume has no
+// options, so a field (a pause's for or until, most likely) is refused
+// rather than ignored.
+func resumeBody(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	var b struct{}
+	if err := decodeStrict(body, &b); err != nil {
+		return fmt.Errorf("resume takes no body (send none, or {}): %w", err)
+	}
+	return nil
+}
+
 // overridePatch reads PATCH /v1/downstreams/{name}'s body, validated as
 // the config validates the same keys.
 func overridePatch(body []byte) (shaper.Override, error) {
@@ -186,6 +200,10 @@ func (h *handlers) servePause(pause bool) http.HandlerFunc {
 			}
 			err = ds.Pause(name, until, user(r))
 		} else {
+			if berr := resumeBody(body); berr != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": berr.Error()})
+				return
+			}
 			err = ds.Resume(name, user(r))
 		}
 		if err != nil {
