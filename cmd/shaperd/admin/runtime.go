@@ -94,10 +94,10 @@ func pauseUntil(body []byte, now time.Time) (time.Time, error) {
 	case b.Until != nil:
 		t, err := time.Parse(time.RFC3339, *b.Until)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("until: %q is not an RFC 3339 time; write e.g. 2030-01-02T15:04:05Z", *b.Until)
+			return time.Time{}, fmt.Errorf("until: %q is not an RFC 3339 time; write YYYY-MM-DDThh:mm:ssZ", *b.Until)
 		}
 		if !t.After(now) || t.Sub(now) > MaxPause {
-			return time.Time{}, fmt.Errorf("until: %s must be in the future, at most %s ahead", *b.Until, config.FormatDuration(MaxPause))
+			return time.Time{}, fmt.Errorf("until: %s must be in the future, at most %s (366 days) ahead", *b.Until, config.FormatDuration(MaxPause))
 		}
 		return t, nil
 	}
