@@ -1,6 +1,8 @@
 package config
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -8,6 +10,13 @@ import (
 
 func TestEnvOverrides(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir() // admin.tls files must be readable
+	crt, key := filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")
+	for _, f := range []string{crt, key} {
+		if err := os.WriteFile(f, []byte("PEM\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name  string
 		file  string
@@ -50,13 +59,14 @@ func TestEnvOverrides(t *testing.T) {
 		{"admin auth and tls", "testdata/minimal.yaml", []string{
 			"SHAPER_ADMIN_BASIC_AUTH_USERNAME=ops",
 			"SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH=$2a$10$bQ54WnuLwH/t/HFN0qzCZuN7EnIxb9CPAfLrsCF/3MTnLwwD/jwbi",
-			"SHAPER_ADMIN_TLS_CERT_FILE=/etc/shaper/admin.crt",
-			"SHAPER_ADMIN_TLS_KEY_FILE=/etc/shaper/admin.key",
+			"SHAPER_ADMIN_TLS_CERT_FILE=" + crt,
+			"SHAPER_ADMIN_TLS_KEY_FILE=" + key,
 		}, func(t *testing.T, c Config) {
 			eq(t, c.Admin.BasicAuth, AdminBasicAuth{Username: "ops", PasswordHash: "$2a$10$bQ54WnuLwH/t/HFN0qzCZuN7EnIxb9CPAfLrsCF/3MTnLwwD/jwbi"})
-			eq(t, c.Admin.TLS, AdminTLS{CertFile: "/etc/shaper/admin.crt", KeyFile: "/etc/shaper/admin.key"})
+			eq(t, c.Admin.TLS, AdminTLS{CertFile: crt, KeyFile: key})
 		}},
-		{"empty and unrelated vars are ignored", "testdata/minimal.yaml", []string{"SHAPER_DOWNSTREAMS_PRINTER_RATE=", "SHAPER_DOWNSTREAMS_GHOST_RATE=9/s", "PATH=/bin", "SHAPER_NOT_A_KEY=1"}, func(t *testing.T, c Config) {
+		{"empty, unrelated and shaperctl's vars are ignored", "testdata/minimal.yaml", []string{"SHAPER_DOWNSTREAMS_PRINTER_RATE=", "SHAPER_DOWNSTREAMS_GHOST_RATE=", "PATH=/bin", "SHAPERD_PPROF_LISTEN=127.0.0.1:6060",
+			"SHAPER_ADMIN_URL=https://127.0.0.1:9090", "SHAPER_ADMIN_USER=ops", "SHAPER_ADMIN_PASSWORD=pw", "SHAPER_ADMIN_CA=/etc/shaper/ca.pem"}, func(t *testing.T, c Config) {
 			eq(t, c.Downstreams["printer"].Rate, Rate(2))
 			eq(t, len(c.Downstreams), 1)
 		}},
@@ -91,6 +101,23 @@ func TestEnvInvalid(t *testing.T) {
 		{"bad bool", []string{"SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_REQUEST=maybe", "SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL=http://h/"},
 			`downstreams.printer.sink: has both http and nats; keep exactly one
 downstreams.printer.sink.nats.request: "maybe" is not true or false (env SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_REQUEST)`},
+		// An env var that sets no key is an error, never silently ignored.
+		{"misspelled downstream", []string{"SHAPER_DOWNSTREAMS_PRINTR_RATE=5/s"},
+			`SHAPER_DOWNSTREAMS_PRINTR_RATE: names no downstream in the config file (configured: printer); env cannot add a downstream; did you mean SHAPER_DOWNSTREAMS_PRINTER_RATE (downstreams.printer.rate)?`},
+		{"misspelled key", []string{"SHAPER_DOWNSTREAMS_PRINTER_RAT=5/s"},
+			`SHAPER_DOWNSTREAMS_PRINTER_RAT: matches no key of downstreams.printer; did you mean SHAPER_DOWNSTREAMS_PRINTER_RATE (downstreams.printer.rate)?`},
+		{"unknown downstream", []string{"SHAPER_DOWNSTREAMS_SCANNER_RATE=5/s"},
+			`SHAPER_DOWNSTREAMS_SCANNER_RATE: names no downstream in the config file (configured: printer); env cannot add a downstream`},
+		{"no such key", []string{"SHAPER_DOWNSTREAMS_PRINTER_SPEED=5/s"},
+			`SHAPER_DOWNSTREAMS_PRINTER_SPEED: matches no key of downstreams.printer; keys here: rate, concurrency, queue, admission, sink, retry, dead_letter, dead_letters, rate_control, shadow, breaker, maintenance (a section's keys follow its name: SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
+		{"misspelled top-level key", []string{"SHAPER_NATS_URLS=nats://10.0.0.5:4222"},
+			`SHAPER_NATS_URLS: matches no config key; did you mean SHAPER_NATS_URL (nats.url)?`},
+		{"not a key at all", []string{"SHAPER_VERBOSE=1"},
+			`SHAPER_VERBOSE: matches no config key; top-level keys: nats, admin, ingress, shutdown_grace, downstreams (a section's keys follow its name: SHAPER_NATS_URL)`},
+		{"header the file does not name", []string{"SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_HEADERS_X_API_KEY=k"},
+			`SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_HEADERS_X_API_KEY: sets a header the file does not name under downstreams.printer.sink.http.headers; env can override a header there, not add one: write it in the config file`},
+		{"a section, not a key", []string{"SHAPER_DOWNSTREAMS_PRINTER_QUEUE=10"},
+			`SHAPER_DOWNSTREAMS_PRINTER_QUEUE: matches no key of downstreams.printer; keys here: rate, concurrency, queue, admission, sink, retry, dead_letter, dead_letters, rate_control, shadow, breaker, maintenance (a section's keys follow its name: SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -122,6 +149,14 @@ func TestAutomaticEnv(t *testing.T) {
 	t.Setenv("SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY", "0")
 	_, err = Load("testdata/full.yaml")
 	want := `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`
+	if err == nil || err.Error() != want {
+		t.Errorf("err:\n%v\nwant:\n%s", err, want)
+	}
+
+	t.Setenv("SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY", "")
+	t.Setenv("SHAPER_DOWNSTREAMS_PRINTER_RAT", "5/s")
+	_, err = Load("testdata/full.yaml")
+	want = `SHAPER_DOWNSTREAMS_PRINTER_RAT: matches no key of downstreams.printer; did you mean SHAPER_DOWNSTREAMS_PRINTER_RATE (downstreams.printer.rate)?`
 	if err == nil || err.Error() != want {
 		t.Errorf("err:\n%v\nwant:\n%s", err, want)
 	}

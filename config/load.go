@@ -29,12 +29,14 @@ type Options struct {
 // each downstream named in the file (SHAPER_DOWNSTREAMS_PRINTER_RATE=5/s);
 // env cannot create a downstream. Env wins over the file. An env var that
 // sets a key of sink.http, sink.nats or admission makes that section
-// present, as if the file had it. Empty env vars are ignored.
+// present, as if the file had it. Empty env vars are ignored; any other
+// SHAPER_ var that sets no key is a problem (but shaperctl's own).
 //
 // On failure Load returns a zero Config and either a file error
 // (`config file "x.yaml": no such file`, or invalid YAML with the parser's
-// line) or errors.Join of every *Problem at once: unknown keys, values that
-// do not parse, values out of range. Load is safe for concurrent use.
+// line) or errors.Join of every *Problem at once: unknown keys and env
+// vars, values that do not parse, values out of range, files that cannot
+// be read. Load is safe for concurrent use.
 func Load(path string) (Config, error) {
 	return LoadWith(path, Options{})
 }
@@ -55,11 +57,7 @@ func LoadWith(path string, opts Options) (Config, error) {
 		}
 	}
 	l.checkShape()
-	if opts.Environ != nil {
-		l.checkLimitsEnv(opts.Environ)
-	} else {
-		l.checkLimitsEnv(os.Environ())
-	}
+	l.checkEnv(opts.Environ)
 	keys := l.keys()
 	for _, k := range keys {
 		if def, ok := l.defaults[k]; ok {

@@ -75,7 +75,15 @@ downstreams.printer.sink.http.headers.x.tenant: "x.tenant" is not a header name;
 		{"admin_bad_username", `admin.basic_auth.username: "ops:admin" cannot be a basic auth user name; it must not contain ':' or control characters (env SHAPER_ADMIN_BASIC_AUTH_USERNAME)`},
 		{"admin_bad_hash", `admin.basic_auth.password_hash: is not a bcrypt hash (60 characters starting $2a$, $2b$ or $2y$; the value is not shown); write one e.g. with htpasswd -nbBC 10 USER PASSWORD (env SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH)`},
 		{"admin_hash_cost", `admin.basic_auth.password_hash: bcrypt cost 13 makes every admin request take seconds; use a cost of 4..12 (10 is usual) (env SHAPER_ADMIN_BASIC_AUTH_PASSWORD_HASH)`},
-		{"admin_tls_half", `admin.tls.key_file: required when admin.tls.cert_file is set; set both or neither (neither serves plain HTTP) (env SHAPER_ADMIN_TLS_KEY_FILE)`},
+		{"admin_tls_half", `admin.tls.cert_file: cannot read "/etc/shaper/admin.crt": no such file or directory; write the path of a readable PEM certificate file (env SHAPER_ADMIN_TLS_CERT_FILE)
+admin.tls.key_file: required when admin.tls.cert_file is set; set both or neither (neither serves plain HTTP) (env SHAPER_ADMIN_TLS_KEY_FILE)`},
+		{"files_missing", `admin.tls.cert_file: "testdata" is a directory; write the path of a readable PEM certificate file (env SHAPER_ADMIN_TLS_CERT_FILE)
+admin.tls.key_file: cannot read "testdata/missing/admin-key.pem": no such file or directory; write the path of a readable PEM private key file (env SHAPER_ADMIN_TLS_KEY_FILE)
+nats.creds: cannot read "testdata/missing/user.creds": no such file or directory; write the path of a readable NATS credentials file (.creds) (env SHAPER_NATS_CREDS)
+nats.tls.ca: cannot read "testdata/missing/ca.pem": no such file or directory; write the path of a readable PEM CA file (env SHAPER_NATS_TLS_CA)
+nats.tls.cert: cannot read "testdata/missing/client.pem": no such file or directory; write the path of a readable PEM certificate file (env SHAPER_NATS_TLS_CERT)
+nats.tls.key: cannot read "testdata/missing/client-key.pem": no such file or directory; write the path of a readable PEM private key file (env SHAPER_NATS_TLS_KEY)`},
+		{"nkey_missing", `nats.nkey: cannot read "testdata/missing/user.nk": no such file or directory; write the path of a readable nkey seed file (env SHAPER_NATS_NKEY)`},
 		{"bad_jetstream", `nats.jetstream.pinned_ttl: must be 1s..1h, got 100ms (env SHAPER_NATS_JETSTREAM_PINNED_TTL)
 nats.jetstream.replicas: must be 1..5 (3 for a 3-node cluster), got 7 (env SHAPER_NATS_JETSTREAM_REPLICAS)
 nats.jetstream.storage: "disk" is not a storage type; use file (survives a NATS restart) or memory (env SHAPER_NATS_JETSTREAM_STORAGE)

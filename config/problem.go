@@ -13,7 +13,7 @@ import (
 // reach the first one. Messages never contain nats.password, nats.token or
 // HTTP header values.
 type Problem struct {
-	Key string // dotted key path, e.g. downstreams.printer.rate
+	Key string // dotted key path, e.g. downstreams.printer.rate; or an env var that sets no key
 	Env string // the env var that sets Key; "" for keys that cannot be set by env
 	Msg string // what is wrong and what would be valid
 }

@@ -49,6 +49,7 @@ func (c Config) validate(ps *problems) {
 	v := validator{ps}
 	c.validateNATS(v)
 	c.Admin.validate(v)
+	c.validateFiles(v)
 	v.subject("ingress.subject_prefix", c.Ingress.SubjectPrefix, true)
 	if k := "ingress.queue_group"; v.ok(k) && (c.Ingress.QueueGroup == "" || strings.ContainsFunc(c.Ingress.QueueGroup, isSpaceOrCtl)) {
 		v.add(k, "must be a non-empty name without spaces, got %q", c.Ingress.QueueGroup)

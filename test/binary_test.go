@@ -102,6 +102,14 @@ downstreams:
 		{"bad env value", []string{"SHAPER_DOWNSTREAMS_PRINTER_RATE=soon"}, []string{"-check-config", "-config", bad}, 2,
 			[]string{"SHAPER_DOWNSTREAMS_PRINTER_RATE"}},
 		{"example config is valid", nil, []string{"-check-config", "-config", "../deploy/example.yaml"}, 0, []string{"config OK"}},
+		{"unreadable TLS file", []string{"SHAPER_NATS_URL=nats://" + freeAddr(t), "SHAPER_NATS_TLS_CA=/nonexistent/ca.pem"},
+			[]string{"-check-config", "-config", "../deploy/example.yaml"}, 2, []string{"nats.tls.ca", `"/nonexistent/ca.pem"`}},
+		{"unreadable creds file stops start-up", []string{"SHAPER_NATS_URL=nats://" + freeAddr(t), "SHAPER_NATS_CREDS=/nonexistent/user.creds"},
+			[]string{"-config", "../deploy/example.yaml"}, 2, []string{"nats.creds", `"/nonexistent/user.creds"`}},
+		{"misspelled env key", []string{"SHAPER_DOWNSTREAMS_PRINTER_RAT=5/s"}, []string{"-check-config", "-config", "../deploy/example.yaml"}, 2,
+			[]string{"SHAPER_DOWNSTREAMS_PRINTER_RAT", "SHAPER_DOWNSTREAMS_PRINTER_RATE"}},
+		{"shaperctl's env is not config", []string{"SHAPER_ADMIN_URL=https://127.0.0.1:9090", "SHAPER_ADMIN_CA=/nonexistent/ca.pem"},
+			[]string{"-check-config", "-config", "../deploy/example.yaml"}, 0, []string{"config OK"}},
 		{"bad flag", nil, []string{"-bogus"}, 2, []string{"Usage"}},
 	}
 	for _, tc := range cases {

@@ -21,8 +21,8 @@ downstream the change holds for every instance and survives restarts; on a
 memory downstream it belongs to the instance asked.
 
   shaperctl pause -downstream printer               # until resume
-  shaperctl pause -downstream printer -for 30m      # ends by itself
-  shaperctl pause -downstream printer -until 2030-01-02T06:00:00Z
+  shaperctl pause -downstream printer -for 30m      # ends by itself; at most 8784h
+  shaperctl pause -downstream printer -until YYYY-MM-DDThh:mm:ssZ  # at most 366 days ahead
   shaperctl resume -downstream printer
   shaperctl set -downstream printer -rate 5/s -concurrency 2 -capacity 50
   shaperctl unset -downstream printer               # back to the config file's values
@@ -64,8 +64,8 @@ func runRuntime(ctx context.Context, name string, args []string, stdout, stderr 
 	fs.StringVar(&o.Downstream, "downstream", "", "the downstream `name` (required)")
 	switch name {
 	case "pause":
-		fs.StringVar(&o.For, "for", "", "pause for this `duration` (e.g. 30m), then resume by itself")
-		fs.StringVar(&o.Until, "until", "", "pause until this RFC 3339 `time` (e.g. 2030-01-02T06:00:00Z), then resume by itself")
+		fs.StringVar(&o.For, "for", "", "pause for this `duration` (e.g. 30m; at most 8784h, 366 days), then resume by itself")
+		fs.StringVar(&o.Until, "until", "", "pause until this RFC 3339 `time` (YYYY-MM-DDThh:mm:ssZ, in the future and at most 366 days ahead), then resume by itself")
 	case "set":
 		fs.StringVar(&o.Rate, "rate", "", "override the drain `rate` (e.g. 5/s or 120/m)")
 		fs.IntVar(&o.Concurrency, "concurrency", 0, "override the deliveries in flight (`N`)")

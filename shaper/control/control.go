@@ -12,7 +12,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -201,8 +203,41 @@ func (c *Control) followLocked(name string, s State) {
 	if s.Until != nil {
 		until = s.Until.Format(time.RFC3339)
 	}
-	c.log.Info("runtime change kept in NATS KV applied here", "downstream", name, "by", s.By,
-		"paused", s.pausedAt(time.Now()), "paused_until", until, "override", fmt.Sprintf("%+v", s.Override))
+	attrs := []any{"downstream", name, "by", s.By, "paused", s.pausedAt(time.Now()), "paused_until", until}
+	c.log.Info("runtime change kept in NATS KV applied here", append(attrs, overrideAttrs(s.Override)...)...)
+}
+
+// overrideAttrs returns o's set fields as log attrs (rate=1/s
+// concurrency=4 capacity=50), or override=none.
+func overrideAttrs(o shaper.Override) []any {
+	if o.IsZero() {
+		return []any{"override", "none"}
+	}
+	var attrs []any
+	if o.Rate != 0 {
+		attrs = append(attrs, "rate", formatRate(o.Rate))
+	}
+	if o.Concurrency != 0 {
+		attrs = append(attrs, "concurrency", o.Concurrency)
+	}
+	if o.Capacity != 0 {
+		attrs = append(attrs, "capacity", o.Capacity)
+	}
+	return attrs
+}
+
+// formatRate writes a per-second rate as the config does, with the largest
+// unit that keeps the number at least 1: 2/s, 30/m, 1/h.
+func formatRate(perSec float64) string {
+	n, unit := perSec, "/s"
+	switch {
+	case perSec >= 1 || perSec <= 0:
+	case perSec*60 >= 1:
+		n, unit = perSec*60, "/m"
+	default:
+		n, unit = perSec*3600, "/h"
+	}
+	return strconv.FormatFloat(math.Round(n*1000)/1000, 'f', -1, 64) + unit
 }
 
 // Reapply follows every state read from the store again, after a reload

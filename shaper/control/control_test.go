@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -220,5 +221,35 @@ func TestFollowsOnceShared(t *testing.T) {
 	}
 	if !sh.Lanes()[0].Paused {
 		t.Fatal("after a reload brought a shared downstream the kept pause did not apply")
+	}
+}
+
+// TestFollowLogsReadableOverride: the line for another instance's change
+// names the override's set fields as the config writes them, not a struct.
+func TestFollowLogsReadableOverride(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ovr  shaper.Override
+		want string
+	}{
+		{"rate", shaper.Override{Rate: 1}, ` rate=1/s` + "\n"},
+		{"slow rate", shaper.Override{Rate: 0.5 / 60}, ` rate=30/h` + "\n"},
+		{"all", shaper.Override{Rate: 20, Concurrency: 4, Capacity: 50}, ` rate=20/s concurrency=4 capacity=50` + "\n"},
+		{"none", shaper.Override{}, ` override=none` + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var logs bytes.Buffer
+			sh := &fakeShaper{}
+			if tc.ovr.IsZero() {
+				sh.ovr = shaper.Override{Capacity: 3} // so clearing it is a change
+			}
+			c := New(sh, &memStore{kept: map[string]State{}}, func(string) bool { return true }, slog.New(slog.NewTextHandler(&logs, nil)))
+			c.follow("a", State{Override: tc.ovr, By: "other"})
+			line := logs.String()
+			if !strings.Contains(line, `msg="runtime change kept in NATS KV applied here" downstream=a by=other paused=false paused_until=-`) ||
+				!strings.HasSuffix(line, tc.want) {
+				t.Errorf("log line:\n%s\nwant it to end with %q", line, tc.want)
+			}
+		})
 	}
 }

@@ -94,14 +94,28 @@ func pauseUntil(body []byte, now time.Time) (time.Time, error) {
 	case b.Until != nil:
 		t, err := time.Parse(time.RFC3339, *b.Until)
 		if err != nil {
-			return time.Time{}, fmt.Errorf("until: %q is not an RFC 3339 time; write e.g. 2030-01-02T15:04:05Z", *b.Until)
+			return time.Time{}, fmt.Errorf("until: %q is not an RFC 3339 time; write YYYY-MM-DDThh:mm:ssZ", *b.Until)
 		}
 		if !t.After(now) || t.Sub(now) > MaxPause {
-			return time.Time{}, fmt.Errorf("until: %s must be in the future, at most %s ahead", *b.Until, config.FormatDuration(MaxPause))
+			return time.Time{}, fmt.Errorf("until: %s must be in the future, at most %s (366 days) ahead", *b.Until, config.FormatDuration(MaxPause))
 		}
 		return t, nil
 	}
 	return time.Time{}, nil // {}: as no body
+}
+
+// resumeBody checks a resume's body: none, or {}. A resume has no
+// options, so a field (a pause's for or until, most likely) is refused
+// rather than ignored.
+func resumeBody(body []byte) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	var b struct{}
+	if err := decodeStrict(body, &b); err != nil {
+		return fmt.Errorf("resume takes no body (send none, or {}): %w", err)
+	}
+	return nil
 }
 
 // overridePatch reads PATCH /v1/downstreams/{name}'s body, validated as
@@ -186,6 +200,10 @@ func (h *handlers) servePause(pause bool) http.HandlerFunc {
 			}
 			err = ds.Pause(name, until, user(r))
 		} else {
+			if berr := resumeBody(body); berr != nil {
+				writeJSON(w, http.StatusBadRequest, map[string]string{"error": berr.Error()})
+				return
+			}
 			err = ds.Resume(name, user(r))
 		}
 		if err != nil {

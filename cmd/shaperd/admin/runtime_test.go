@@ -56,6 +56,35 @@ func TestTimedPauseBodies(t *testing.T) {
 	}
 }
 
+// TestResumeBodies: a resume takes no body; {} is as none, and anything
+// else (a pause's for, most likely) is a 400, never ignored.
+func TestResumeBodies(t *testing.T) {
+	a := startTestAdmin(t, adminLoopback(), "printer")
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		want       string // in the answer
+	}{
+		{"none", ``, 200, `"status": "resumed"`},
+		{"empty object", ` {} `, 200, `"status": "resumed"`},
+		{"for", `{"for":"1m"}`, 400, `resume takes no body (send none, or {}): for: unknown field`},
+		{"until", `{"until":"2001-01-01T00:00:00Z"}`, 400, `resume takes no body (send none, or {}): until: unknown field`},
+		{"not JSON", `now`, 400, `resume takes no body (send none, or {}): body: not a JSON object`},
+		{"not an object", `[]`, 400, `resume takes no body (send none, or {})`},
+	} {
+		if status, body := sendJSON(t, "POST", a.url+"/v1/downstreams/printer/pause", ``); status != 200 {
+			t.Fatalf("pause: %d %s", status, body)
+		}
+		status, body := sendJSON(t, "POST", a.url+"/v1/downstreams/printer/resume", tc.body)
+		if status != tc.status || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d %s, want %d with %s", tc.name, status, body, tc.status, tc.want)
+		}
+		if st := a.lanes.Lanes()[0]; st.Paused != (tc.status != 200) {
+			t.Errorf("%s: paused = %v after the resume", tc.name, st.Paused)
+		}
+	}
+}
+
 // TestOverrideRoutes: PATCH validates like the config and answers what is
 // overridden; DELETE removes it; unknown downstreams are 404.
 func TestOverrideRoutes(t *testing.T) {
