@@ -51,6 +51,9 @@ type Receipt struct {
 	// NotBefore is an accepted delayed job's earliest start (ETA is at or
 	// after it); zero for a job that was not delayed.
 	NotBefore time.Time
+	// Paused: accepted while the downstream is paused until resumed, so
+	// no start is scheduled and ETA is unknown (zero).
+	Paused bool
 }
 
 // Sink delivers a job to a downstream. Deliver is called concurrently up to

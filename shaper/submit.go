@@ -330,8 +330,12 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 	l.c.accepted++
 	l.m.Accepted.Inc()
 	rc.Accepted, rc.Position = true, max(p.Position, 1)
-	rc.ETA = later(l.predictStart(now, p.Ahead), job.NotBefore).Sub(now)
 	rc.NotBefore = job.NotBefore
+	if l.pause.Indefinite() { // no start is scheduled: no ETA to give
+		rc.Paused = true
+		return rc
+	}
+	rc.ETA = later(l.predictStart(now, p.Ahead), job.NotBefore).Sub(now)
 	return rc
 }
 

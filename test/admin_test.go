@@ -63,8 +63,13 @@ func TestPauseResume(t *testing.T) {
 	in := startDaemon(t, srv, baseConfig(lane("printer", "10/s", 10, "", ds.URL)))
 	in.do(t, "POST", "/v1/downstreams/printer/pause", 200)
 	for i := range 5 {
-		if r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil); r.Status != "accepted" {
+		r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil)
+		if r.Status != "accepted" {
 			t.Fatalf("paused lane refused intake: %+v", r)
+		}
+		// paused until resumed: no start is scheduled, so no eta
+		if !r.Paused || strings.Contains(r.Body, "eta_seconds") || r.Position != i+1 {
+			t.Errorf("reply while paused: %s; want paused, no eta_seconds, position %d", r.Body, i+1)
 		}
 	}
 	time.Sleep(700 * time.Millisecond)

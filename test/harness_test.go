@@ -144,11 +144,13 @@ type reply struct {
 	Duplicate  bool    `json:"duplicate"`
 	Position   int     `json:"position"`
 	ETASeconds float64 `json:"eta_seconds"`
+	Paused     bool    `json:"paused"`
 	NotBefore  string  `json:"not_before"`
 	Reason     string  `json:"reason"`
 	RetryAfter int     `json:"retry_after_seconds"`
 	Error      string  `json:"error"`
 	Header     nats.Header
+	Body       string // as received
 }
 
 // request sends one job by request/reply and decodes the answer.
@@ -167,7 +169,7 @@ func (in *instance) request(t *testing.T, subject string, payload []byte, hdr ma
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
 		t.Fatalf("reply body %q: %v", resp.Data, err)
 	}
-	r.Header = resp.Header
+	r.Header, r.Body = resp.Header, string(resp.Data)
 	if got := resp.Header.Get("Shaper-Status"); got != r.Status {
 		t.Fatalf("Shaper-Status header %q != body status %q", got, r.Status)
 	}

@@ -114,8 +114,13 @@ func TestTimedPauseEndsByItself(t *testing.T) {
 	paused := time.Now()
 	mustCall(t, in.admin, "POST", "/v1/downstreams/printer/pause", `{"for":"3s"}`)
 	for i := range 5 {
-		if r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil); r.Status != "accepted" {
+		r := in.request(t, "shaper.jobs.printer", []byte(fmt.Sprint(i)), nil)
+		if r.Status != "accepted" {
 			t.Fatalf("paused lane refused intake: %+v", r)
+		}
+		// a timed pause has an end: the eta counts from it
+		if r.Paused || !strings.Contains(r.Body, "eta_seconds") || r.ETASeconds < 2 {
+			t.Errorf("reply %d during a 3 s pause: %s; want an eta after the pause's end", i, r.Body)
 		}
 	}
 	if r, _ := rowOf(in.admin, "printer"); !r.Paused || r.PausedUntil == nil {

@@ -246,7 +246,8 @@ type jobResult struct {
 	Reason     string        `json:"reason,omitempty"`
 	RetryAfter int           `json:"retry_after_seconds,omitempty"` // 0: none given
 	Position   int           `json:"position,omitempty"`
-	ETA        *float64      `json:"eta_seconds,omitempty"`
+	ETA        *float64      `json:"eta_seconds,omitempty"` // nil: none (a duplicate, or paused)
+	Paused     bool          `json:"paused,omitempty"`      // accepted while paused until resumed: no eta
 	Duplicate  bool          `json:"duplicate,omitempty"`
 	JobID      string        `json:"job_id,omitempty"`
 	NotBefore  string        `json:"not_before,omitempty"` // a delayed job's instant, RFC 3339
@@ -328,7 +329,11 @@ func record(r *jobResult, res producer.Result, err error) {
 	switch {
 	case err == nil:
 		r.Status, r.JobID, r.Duplicate = "accepted", res.JobID, res.Duplicate
-		if !res.Duplicate { // a duplicate has no place in the queue
+		switch {
+		case res.Duplicate: // a duplicate has no place in the queue
+		case res.Paused: // no start is scheduled: no eta
+			r.Position, r.Paused = res.Position, true
+		default:
 			r.Position, r.ETA = res.Position, new(res.ETA.Seconds())
 		}
 		if !res.NotBefore.IsZero() {

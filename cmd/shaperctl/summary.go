@@ -40,6 +40,7 @@ type publishSummary struct {
 	RetryAfter  map[int]int    `json:"retry_after_seconds"` // value → how many replies carried it
 	Position    *span          `json:"position,omitempty"`
 	ETA         *span          `json:"eta_seconds,omitempty"`
+	Paused      int            `json:"paused,omitempty"` // accepted while paused until resumed: no eta
 	NoAnswer    int            `json:"no_answer"` // sent (or not), never answered
 	NoAnswerBy  map[string]int `json:"no_answer_by_error"`
 	TargetRate  float64        `json:"target_rate_per_second"` // 0: as fast as possible
@@ -92,6 +93,9 @@ func (s *publishSummary) add(r jobResult) {
 		}
 		if r.ETA != nil {
 			s.ETA = s.ETA.add(*r.ETA)
+		}
+		if r.Paused {
+			s.Paused++
 		}
 	case r.Status == "rejected":
 		s.Rejected++
@@ -171,6 +175,9 @@ func acceptedDetail(s publishSummary) string {
 	if s.ETA != nil {
 		parts = append(parts, fmt.Sprintf("eta %ss..%ss", formatNum(s.ETA.Min), formatNum(s.ETA.Max)))
 	}
+	if s.Paused > 0 {
+		parts = append(parts, fmt.Sprintf("%d while paused (no eta)", s.Paused))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -214,7 +221,7 @@ func writeJobTable(w io.Writer, results []jobResult) error {
 			position = strconv.Itoa(r.Position)
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Index, dash(r.Key), status, dash(reason),
-			dashInt(r.RetryAfter, "s"), position, etaText(r.ETA))
+			dashInt(r.RetryAfter, "s"), position, etaText(r.ETA, r.Paused))
 	}
 	return tw.Flush()
 }
@@ -233,7 +240,10 @@ func dashInt(v int, unit string) string {
 	return strconv.Itoa(v) + unit
 }
 
-func etaText(eta *float64) string {
+func etaText(eta *float64, paused bool) string {
+	if paused {
+		return "paused"
+	}
 	if eta == nil {
 		return "-"
 	}

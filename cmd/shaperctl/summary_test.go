@@ -121,3 +121,28 @@ func TestFormatRetryAfterAndCounts(t *testing.T) {
 		t.Errorf("roundRate = %v", got)
 	}
 }
+
+// Jobs accepted while the downstream is paused until resumed carry no eta:
+// the summary counts them instead of taking them for "starts now".
+func TestSummarizePaused(t *testing.T) {
+	results := []jobResult{
+		{Index: 0, Sent: true, Status: "accepted", Position: 1, Paused: true},
+		{Index: 1, Sent: true, Status: "accepted", Position: 2, Paused: true},
+	}
+	s := summarize(publishOptions{Downstream: "printer", SubjectPrefix: "shaper.jobs"}, results, time.Second)
+	if s.Paused != 2 || s.ETA != nil || *s.Position != (span{1, 2}) {
+		t.Errorf("summary of paused jobs: paused %d, eta %v, positions %v; want 2, none, 1..2", s.Paused, s.ETA, s.Position)
+	}
+	var b strings.Builder
+	if err := writeSummaryText(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	if want := "  accepted        2  positions 1..2, 2 while paused (no eta)\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary text:\n%s\nwant a line %q", b.String(), want)
+	}
+	r := jobResult{}
+	record(&r, producer.Result{Accepted: true, JobID: "j", Position: 3, Paused: true}, nil)
+	if !r.Paused || r.ETA != nil || r.Position != 3 {
+		t.Errorf("record of a paused reply: %+v", r)
+	}
+}

@@ -25,7 +25,10 @@ type Result struct {
 	ETA        time.Duration // predicted wait until the job starts (milliseconds)
 	// NotBefore is the earliest start of a delayed job ("not_before"; ETA
 	// is at or after it), zero for a job that was not delayed.
-	NotBefore  time.Time
+	NotBefore time.Time
+	// Paused: accepted while the downstream is paused until resumed
+	// ("paused"); no start is scheduled, so ETA is unknown (zero).
+	Paused     bool
 	Duplicate  bool          // a job with the same Nats-Msg-Id was already accepted
 	Reason     string        // when rejected: one of the Reason constants
 	RetryAfter time.Duration // when rejected and waiting helps: whole seconds, rounded up by shaperd
@@ -40,6 +43,7 @@ type replyBody struct {
 	Duplicate         bool    `json:"duplicate"`
 	Position          int     `json:"position"`
 	ETASeconds        float64 `json:"eta_seconds"`
+	Paused            bool    `json:"paused"`
 	NotBefore         string  `json:"not_before"`
 	Reason            string  `json:"reason"`
 	RetryAfterSeconds float64 `json:"retry_after_seconds"`
@@ -55,7 +59,7 @@ func parseReply(m *nats.Msg) (Result, error) {
 	status := orDefault(m.Header.Get(HeaderStatus), b.Status)
 	r := Result{
 		JobID: b.JobID, Downstream: b.Downstream, Duplicate: b.Duplicate, Position: b.Position,
-		ETA:       seconds(b.ETASeconds),
+		ETA: seconds(b.ETASeconds), Paused: b.Paused,
 		Reason:    orDefault(m.Header.Get(HeaderReason), b.Reason),
 		ErrorText: b.Error,
 	}

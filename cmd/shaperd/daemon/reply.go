@@ -70,8 +70,12 @@ func (r *replyBuf) accepted(subject string, rc shaper.Receipt, duplicate bool) *
 	} else {
 		b = append(b, `,"position":`...)
 		b = strconv.AppendInt(b, int64(rc.Position), 10)
-		b = append(b, `,"eta_seconds":`...)
-		b = strconv.AppendFloat(b, math.Round(rc.ETA.Seconds()*1000)/1000, 'f', -1, 64)
+		if rc.Paused { // paused until resumed: no start is scheduled, no eta
+			b = append(b, `,"paused":true`...)
+		} else {
+			b = append(b, `,"eta_seconds":`...)
+			b = strconv.AppendFloat(b, math.Round(rc.ETA.Seconds()*1000)/1000, 'f', -1, 64)
+		}
 		if !rc.NotBefore.IsZero() { // a delayed job: its instant, to the nanosecond
 			b = append(b, `,"not_before":"`...)
 			b = rc.NotBefore.UTC().AppendFormat(b, time.RFC3339Nano)
