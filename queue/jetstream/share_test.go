@@ -4,8 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
+
+	natsserver "github.com/nats-io/nats-server/v2/test"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/queue"
 )
@@ -59,5 +64,40 @@ func TestSetShareBelowWhatTheStreamHolds(t *testing.T) {
 	}
 	if _, err := store(q, &queue.Job{ID: "f", Payload: payload, Enqueued: time.Now()}); err != nil {
 		t.Fatalf("a job with no share: %v", err)
+	}
+}
+
+// A larger bound the server cannot reserve room for (other streams'
+// bounds hold it) leaves the stream its old bound, with the rest of the
+// update made, and is no error; a smaller one is applied.
+func TestUpdateKeepingRoom(t *testing.T) {
+	opts := natsserver.DefaultTestOptions
+	opts.Port, opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore = -1, true, t.TempDir(), 1<<20
+	srv := natsserver.RunServer(&opts)
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := natsjs.New(nc)
+	ctx := context.Background()
+	for name, b := range map[string]int64{"HOLDER": 600 << 10, "S": 300 << 10} {
+		if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: name, Subjects: []string{name}, MaxBytes: b}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	log := slog.New(slog.DiscardHandler)
+	upd := natsjs.StreamConfig{Name: "S", Subjects: []string{"S"}, MaxBytes: 600 << 10, MaxMsgs: 7}
+	s, err := UpdateKeepingRoom(ctx, js, upd, 300<<10, log, "jobs")
+	if err != nil {
+		t.Fatalf("a bound with no room for it: %v, want the old one kept", err)
+	}
+	if c := s.CachedInfo().Config; c.MaxBytes != 300<<10 || c.MaxMsgs != 7 {
+		t.Fatalf("max_bytes %d, max_msgs %d; want 307200 kept, 7 applied", c.MaxBytes, c.MaxMsgs)
+	}
+	upd.MaxBytes = 100 << 10
+	if s, err = UpdateKeepingRoom(ctx, js, upd, 300<<10, log, "jobs"); err != nil || s.CachedInfo().Config.MaxBytes != 100<<10 {
+		t.Fatalf("a smaller bound: %v, want it applied", err)
 	}
 }
