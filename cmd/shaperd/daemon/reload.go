@@ -41,9 +41,6 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 	if sh == nil {
 		return errors.New("reload: the daemon is not running yet")
 	}
-	// The shaper is the authority on which lanes exist; the view only
-	// labels intake-level rejections and finds dead-letter subjects, so a
-	// message that falls between the two updates is still handled correctly.
 	// The store is shared again among next's streams: the shrinking
 	// shares first, so that the room they free is there for the others.
 	was, err := d.replanStore(next)
@@ -51,6 +48,9 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 		return err
 	}
 	d.setQueueShares(d.cfg, next, was, true)
+	// The shaper is the authority on which lanes exist; the view only
+	// labels intake-level rejections and finds dead-letter subjects, so a
+	// message that falls between the two updates is still handled correctly.
 	if err := sh.Apply(next.ShaperSettings()); err != nil {
 		now := d.shares.plan.Load()
 		d.shares.plan.Store(was)

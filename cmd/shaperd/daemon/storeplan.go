@@ -20,11 +20,11 @@ import (
 type storeShares struct {
 	embedded atomic.Int64 // the embedded server's own store limit; 0 = none known
 	plan     atomic.Pointer[config.StorePlan]
-	limit    atomic.Pointer[storeLimit] // what plan shares, for a reload that cannot ask
+	limit    atomic.Pointer[storeBound] // what plan shares, for a reload that cannot ask
 }
 
-// storeLimit is a store's limit in bytes and how an error names it.
-type storeLimit struct {
+// storeBound is a store's limit in bytes and how an error names it.
+type storeBound struct {
 	bytes int64
 	what  string
 }
@@ -59,7 +59,7 @@ func (d *Daemon) planStore(ctx context.Context, cfg config.Config, nc *nats.Conn
 		return fmt.Errorf("jetstream store: %w", err)
 	}
 	d.shares.plan.Store(&plan)
-	d.shares.limit.Store(&storeLimit{limit, what})
+	d.shares.limit.Store(&storeBound{limit, what})
 	if limit > 0 {
 		d.log.Info("JetStream store shared: dead letters keep room of their own", "limit", what,
 			"queue_shares", plan.Queue, "dead_letter_room", plan.Dead)
