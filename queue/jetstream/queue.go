@@ -269,7 +269,7 @@ func (q *Queue) Ahead(job *queue.Job, at time.Time) int {
 func (q *Queue) Cost() int { return q.Len() }
 
 // Configure changes the bounds (capacity, and the byte bound: s.MaxBytes,
-// or the store share the queue was created with when it is 0; under
+// or the queue's store share (SetShare) when it is 0; under
 // fairness the per-key bound, s.KeyCapacity), the levels and the weights;
 // the stream is updated in the background.
 func (q *Queue) Configure(s queue.Settings) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 
@@ -35,6 +36,38 @@ func (qs QueueSettings) bounds() bounds {
 		b.maxBytes, b.explicit = qs.MaxBytes, true
 	}
 	return b
+}
+
+// SetShare changes the queue's share of a bounded store
+// (QueueSettings.StoreShare; 0 = none), which bounds its stream unless
+// queue.max_bytes does. While NATS is connected the stream is updated
+// now, within ctx; otherwise, or when that fails (the error is returned),
+// the maintenance goroutine updates it, trying again until it succeeds. A
+// stream holding more than its new bound keeps every job and takes no new
+// one until it is below it (discard new).
+func (q *Queue) SetShare(ctx context.Context, n int64) error {
+	q.mu.Lock()
+	q.share = n
+	b := q.bounds
+	if b.explicit || b.maxBytes == n {
+		q.mu.Unlock()
+		return nil
+	}
+	b.maxBytes = n
+	q.bounds = b
+	now := q.s != nil && q.st.nc.IsConnected()
+	q.capDirty = !now
+	q.mu.Unlock()
+	if !now {
+		return nil
+	}
+	if _, _, err := q.st.ensure(ctx, q.name, b); err != nil {
+		q.mu.Lock()
+		q.capDirty = true
+		q.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // perKeyBound is the jobs one key's subject may hold: key_capacity under
@@ -160,7 +193,7 @@ func (st *Store) update(ctx context.Context, s natsjs.Stream, have, want natsjs.
 	upd.MaxMsgsPerSubject, upd.DiscardNewPerSubject, upd.Subjects = want.MaxMsgsPerSubject, want.DiscardNewPerSubject, want.Subjects
 	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
-	s, err := st.js.UpdateStream(rctx, upd)
+	s, err := UpdateKeepingRoom(rctx, st.js, upd, have.MaxBytes, st.log, "jobs")
 	if err != nil {
 		return nil, fmt.Errorf("update stream %s (subjects %v, max_msgs %d, max_bytes %d, max_msgs_per_subject %d, max_msg_size %d, duplicates %s): %w",
 			want.Name, want.Subjects, want.MaxMsgs, want.MaxBytes, want.MaxMsgsPerSubject, want.MaxMsgSize, want.Duplicates, err)
@@ -169,6 +202,31 @@ func (st *Store) update(ctx context.Context, s natsjs.Stream, have, want natsjs.
 		st.log.Info("jetstream queue stream migrated to the layout of priorities, delays and fairness: its jobs keep their meaning",
 			"stream", want.Name, "subjects_were", "["+strings.Join(have.Subjects, ", ")+"]", "subjects", "["+strings.Join(want.Subjects, ", ")+"]")
 	}
+	return s, nil
+}
+
+// UpdateKeepingRoom updates a stream to upd. When the server refuses
+// upd.MaxBytes for want of storage it can reserve (the store's limit is
+// held by the bounds of other streams, such as those of a downstream no
+// longer configured) and the stream had a bound of was bytes, lower than
+// upd's, the stream keeps was: updated with it, logged, and not an error.
+// A stream is never lost over a bound, nor any job or dead letter it
+// holds (holds says what: "jobs", "dead letters").
+func UpdateKeepingRoom(ctx context.Context, js natsjs.JetStream, upd natsjs.StreamConfig, was int64, log *slog.Logger, holds string) (natsjs.Stream, error) {
+	s, err := js.UpdateStream(ctx, upd)
+	var apiErr *natsjs.APIError
+	if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeStorageResources ||
+		was <= 0 || (upd.MaxBytes > 0 && upd.MaxBytes <= was) {
+		return s, err
+	}
+	want := upd.MaxBytes
+	upd.MaxBytes = was
+	if s, err = js.UpdateStream(ctx, upd); err != nil {
+		return nil, err
+	}
+	log.Warn("stream keeps its byte bound: the server cannot reserve room for its new share of the store, "+
+		"which other streams' bounds hold (a downstream no longer configured keeps its streams until they are deleted)",
+		"stream", upd.Name, "holds", holds, "max_bytes", was, "share", want)
 	return s, nil
 }
 

@@ -263,7 +263,7 @@ func (d *Store) ensure(ctx context.Context, ds *deadStream) (natsjs.Stream, erro
 			upd := have
 			upd.MaxMsgs, upd.MaxBytes, upd.MaxAge = want.MaxMsgs, want.MaxBytes, want.MaxAge
 			upd.Duplicates, upd.Subjects = want.Duplicates, want.Subjects
-			if s, err = d.js.UpdateStream(ctx, upd); err != nil {
+			if s, err = jetstream.UpdateKeepingRoom(ctx, d.js, upd, have.MaxBytes, d.log, "dead letters"); err != nil {
 				return nil, fmt.Errorf("update dead-letter stream %s (subject %s, max_msgs %d, max_bytes %d, max_age %s): %w",
 					want.Name, set.Subject, want.MaxMsgs, want.MaxBytes, want.MaxAge, err)
 			}

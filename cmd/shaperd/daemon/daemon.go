@@ -63,7 +63,7 @@ type Daemon struct {
 	nc        atomic.Pointer[nats.Conn]
 	shaper    atomic.Pointer[shaper.Shaper]
 	ctl       atomic.Pointer[control.Control] // the admin API's changes (control.go)
-	durable   readiness                       // each durable queue's Ready, for /readyz
+	durable   readiness                       // each durable queue, for /readyz and reloads
 	shares    storeShares
 	running   atomic.Bool
 	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)

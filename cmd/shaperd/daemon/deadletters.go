@@ -55,11 +55,31 @@ func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *na
 	return pub, nil
 }
 
-// ensureDead applies next's dead-letter settings (reload).
-func (d *Daemon) ensureDead(next config.Config) {
-	if store := d.dead.Load(); store != nil {
-		deadletter.Reconfigure(store, deadSettings(next, &d.shares), ensureTimeout)
+// ensureDead applies next's dead-letter settings (reload): first the
+// streams whose room shrinks since the store plan was, then those whose
+// room grows, then the new ones, so that the room freed is there for
+// the others.
+func (d *Daemon) ensureDead(next config.Config, was *config.StorePlan) {
+	store := d.dead.Load()
+	if store == nil {
+		return
 	}
+	set := deadSettings(next, &d.shares)
+	order := func(s deadletter.StreamSettings) int {
+		from, ok := int64(0), false
+		if was != nil {
+			from, ok = was.Dead[s.Downstream]
+		}
+		switch {
+		case !ok && was != nil && len(was.Dead) > 0:
+			return 2
+		case tighter(from, s.MaxBytes):
+			return 1
+		}
+		return 0
+	}
+	slices.SortStableFunc(set, func(a, b deadletter.StreamSettings) int { return order(a) - order(b) })
+	deadletter.Reconfigure(store, set, ensureTimeout)
 }
 
 // startDeadWorkers starts the worker that stores rejected publishes' dead

@@ -21,30 +21,39 @@ import (
 // within it (retryStart).
 const ensureTimeout = 10 * time.Second
 
-// readiness holds each durable queue's Ready by downstream name, so that
-// /readyz asks the queues without knowing their kind. The zero value is
-// empty; safe for concurrent use.
+// readiness holds each durable queue by downstream name, so that /readyz
+// asks the queues without knowing their kind and a reload gives them their
+// new shares of the store. The zero value is empty; safe for concurrent
+// use.
 type readiness struct {
-	mu    sync.Mutex
-	ready map[string]func() error
+	mu     sync.Mutex
+	queues map[string]*jetstream.Queue
 }
 
-func (r *readiness) add(name string, ready func() error) {
+func (r *readiness) add(name string, q *jetstream.Queue) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ready == nil {
-		r.ready = map[string]func() error{}
+	if r.queues == nil {
+		r.queues = map[string]*jetstream.Queue{}
 	}
-	r.ready[name] = ready
+	r.queues[name] = q
 }
 
 // of returns name's Ready; ok is false for a downstream without a durable
 // queue.
 func (r *readiness) of(name string) (ready func() error, ok bool) {
+	q := r.queue(name)
+	if q == nil {
+		return nil, false
+	}
+	return q.Ready, true
+}
+
+// queue is name's durable queue, or nil.
+func (r *readiness) queue(name string) *jetstream.Queue {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ready, ok = r.ready[name]
-	return ready, ok
+	return r.queues[name]
 }
 
 // storage prepares the JetStream side: the durable queues' factory and the
@@ -97,7 +106,7 @@ func (d *Daemon) durableQueues(ctx context.Context, cfg config.Config, nc *nats.
 		if err != nil {
 			return queue.Roles{}, err
 		}
-		d.durable.add(ls.Name, q.Ready) // for /readyz
+		d.durable.add(ls.Name, q) // for /readyz and reloads
 		return q.Roles(), nil
 	}, nil
 }

@@ -41,18 +41,29 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 	if sh == nil {
 		return errors.New("reload: the daemon is not running yet")
 	}
+	// The store is shared again among next's streams: the shrinking
+	// shares first, so that the room they free is there for the others.
+	was, err := d.replanStore(next)
+	if err != nil {
+		return err
+	}
+	d.setQueueShares(d.cfg, next, was, true)
 	// The shaper is the authority on which lanes exist; the view only
 	// labels intake-level rejections and finds dead-letter subjects, so a
 	// message that falls between the two updates is still handled correctly.
 	if err := sh.Apply(next.ShaperSettings()); err != nil {
+		now := d.shares.plan.Load()
+		d.shares.plan.Store(was)
+		d.setQueueShares(d.cfg, d.cfg, now, false)
 		return fmt.Errorf("apply config: %w", err)
 	}
+	d.setQueueShares(d.cfg, next, was, false)
 	if c := d.ctl.Load(); c != nil {
 		c.Reapply() // a downstream back in the config takes its kept changes again
 	}
 	d.view.Store(newView(next))
 	d.deadMet.Labels(downstreamChanges(d.cfg, next))
-	d.ensureDead(next)
+	d.ensureDead(next, was)
 	d.dedupe.SetWindow(next.Ingress.DedupeWindow)
 	d.cfg = next
 	return nil
