@@ -32,20 +32,6 @@ downstreams:
 `, natsAddr, t.TempDir(), url)
 }
 
-// submit sends one job of payload to downstream printer and decodes the reply.
-func submit(t *testing.T, nc *nats.Conn, payload []byte) reply {
-	t.Helper()
-	resp, err := nc.Request("shaper.jobs.printer", payload, 10*time.Second)
-	if err != nil {
-		t.Fatalf("request: %v", err)
-	}
-	var r reply
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		t.Fatalf("reply %q: %v", resp.Data, err)
-	}
-	return r
-}
-
 // storeFull reads printer's store_full field from /v1/downstreams.
 func storeFull(t *testing.T, admin string) bool {
 	t.Helper()
@@ -102,7 +88,7 @@ func TestStoreFullAnswersPlainlyAndRecovers(t *testing.T) {
 	payload := []byte(strings.Repeat("x", 30<<10))
 	accepted, full := 0, reply{}
 	for i := 0; i < 400; i++ {
-		r := submit(t, nc, payload)
+		r := submitTo(t, nc, "printer", payload)
 		if r.Status == "accepted" {
 			accepted++
 			continue
@@ -118,7 +104,7 @@ func TestStoreFullAnswersPlainlyAndRecovers(t *testing.T) {
 		strings.Contains(full.Error, "err_code") || strings.Contains(full.Error, "API error") || full.RetryAfter < 1 {
 		t.Fatalf("answer when the store is full: %+v; want unavailable, a plain out-of-space error, Retry-After >= 1", full)
 	}
-	if r := submit(t, nc, payload); r.Reason != "unavailable" {
+	if r := submitTo(t, nc, "printer", payload); r.Reason != "unavailable" {
 		t.Fatalf("second job while full: %+v", r)
 	}
 	if got := procMetric(t, p.admin, `shaper_store_full{downstream="printer"}`); got != 1 {
@@ -150,7 +136,7 @@ func TestStoreFullAnswersPlainlyAndRecovers(t *testing.T) {
 		t.Errorf("shaper_dead_letters = %v, want 10 stored", got)
 	}
 
-	if r := submit(t, nc, payload); r.Status != "accepted" {
+	if r := submitTo(t, nc, "printer", payload); r.Status != "accepted" {
 		t.Fatalf("after the queue drained: %+v, want accepted without a restart", r)
 	}
 	if got := procMetric(t, p.admin, `shaper_store_full{downstream="printer"}`); got != 0 {
