@@ -41,7 +41,7 @@ type publishSummary struct {
 	Position    *span          `json:"position,omitempty"`
 	ETA         *span          `json:"eta_seconds,omitempty"`
 	Paused      int            `json:"paused,omitempty"` // accepted while paused until resumed: no eta
-	NoAnswer    int            `json:"no_answer"` // sent (or not), never answered
+	NoAnswer    int            `json:"no_answer"`        // sent (or not), never answered
 	NoAnswerBy  map[string]int `json:"no_answer_by_error"`
 	TargetRate  float64        `json:"target_rate_per_second"` // 0: as fast as possible
 	SendRate    float64        `json:"achieved_rate_per_second"`
