@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	natsserver "github.com/nats-io/nats-server/v2/test"
-	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/queue"
@@ -71,16 +69,7 @@ func TestSetShareBelowWhatTheStreamHolds(t *testing.T) {
 // bounds hold it) leaves the stream its old bound, with the rest of the
 // update made, and is no error; a smaller one is applied.
 func TestUpdateKeepingRoom(t *testing.T) {
-	opts := natsserver.DefaultTestOptions
-	opts.Port, opts.JetStream, opts.StoreDir, opts.JetStreamMaxStore = -1, true, t.TempDir(), 1<<20
-	srv := natsserver.RunServer(&opts)
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := natsjs.New(nc)
+	js, _ := natsjs.New(runJetStream(t, 1<<20))
 	ctx := context.Background()
 	for name, b := range map[string]int64{"HOLDER": 600 << 10, "S": 300 << 10} {
 		if _, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: name, Subjects: []string{name}, MaxBytes: b}); err != nil {

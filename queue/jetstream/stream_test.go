@@ -22,10 +22,24 @@ func runStore(t *testing.T) (*Store, natsjs.JetStream) {
 // runStoreWith is runStore with settings set.
 func runStoreWith(t testing.TB, set Settings) (*Store, natsjs.JetStream) {
 	t.Helper()
+	nc := runJetStream(t, 0)
+	st, err := New(nc, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := natsjs.New(nc)
+	return st, js
+}
+
+// runJetStream starts a JetStream server (store in a temporary directory,
+// limited to maxStore bytes; 0 = the server's own limit) and connects.
+func runJetStream(t testing.TB, maxStore int64) *nats.Conn {
+	t.Helper()
 	opts := natsserver.DefaultTestOptions
-	opts.Port = -1
-	opts.JetStream = true
-	opts.StoreDir = t.TempDir()
+	opts.Port, opts.JetStream, opts.StoreDir = -1, true, t.TempDir()
+	if maxStore > 0 {
+		opts.JetStreamMaxStore = maxStore
+	}
 	srv := natsserver.RunServer(&opts)
 	t.Cleanup(srv.Shutdown)
 	nc, err := nats.Connect(srv.ClientURL())
@@ -33,12 +47,7 @@ func runStoreWith(t testing.TB, set Settings) (*Store, natsjs.JetStream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	st, err := New(nc, set)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js, _ := natsjs.New(nc)
-	return st, js
+	return nc
 }
 
 // openQueue ensures ls's stream and consumer in st and returns its queue.
