@@ -226,7 +226,7 @@ func TestDeadLetterStoreUnavailableJobStaysQueued(t *testing.T) {
 		return in.metric(t, `shaper_dead_letter_store_errors_total{downstream="gw"}`) >= 1
 	}, "a store error counted")
 	time.Sleep(5 * time.Second) // over two ack_waits: a job not kept alive would be redelivered
-	c, err := js.Consumer(ctx, "SHAPER_gw", "shaperd")
+	c, err := js.Consumer(ctx, "SHAPER_WINDOW", "shaperd_gw") // the window's tokens: a job taken holds one
 	if err != nil {
 		t.Fatal(err)
 	}

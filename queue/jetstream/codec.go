@@ -69,6 +69,14 @@ func decode(m natsjs.Msg, lane string) *queue.Job {
 		job.Priority = p + 1
 	}
 	job.NotBefore = unixNano(h.Get(hdrNotBefore))
+	if j, ok := m.(*jobMsg); ok {
+		if job.ID == "" {
+			job.ID = "seq-" + strconv.FormatUint(j.seq(), 10)
+		}
+		if job.Enqueued.IsZero() {
+			job.Enqueued = j.job.Time
+		}
+	}
 	if md, err := m.Metadata(); err == nil {
 		if job.ID == "" {
 			job.ID = "seq-" + strconv.FormatUint(md.Sequence.Stream, 10)

@@ -16,34 +16,27 @@ func (q *Queue) Levels() int {
 }
 
 // Counts fills levels with the jobs of each level not delayed and returns
-// the delayed jobs whose instant is after now (queue.Counter). The levels
-// come from the stream: with levels and no fairness, each level's
-// subject's count (refreshed every 500 ms, adjusted for this instance's
-// stores and acks; jobs in flight included until acked); under fairness,
-// the levels of the jobs this instance holds, the rest of the stream
-// counted in the least urgent level. The delayed jobs are those the
-// drainer knows of: held until due, or handed back to wait in the stream.
-// An instance that is not the pinned drainer knows of none, and counts
-// every job in its level (fairness: the least urgent). It does not
-// allocate once its scratch space has grown to the levels.
+// the delayed jobs whose instant is after now (queue.Counter). Both come
+// from the streams, the same for every instance: each level's subjects'
+// counts in the queue's stream, and the delayed jobs' tokens by level in
+// the window (refreshed every 500 ms, the levels adjusted for this
+// instance's stores and acks; jobs in flight included until they leave),
+// with the drainer's delayed jobs held until due. It does not allocate
+// once its scratch space has grown to the levels.
 func (q *Queue) Counts(now time.Time, levels []int) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	k := q.index.levels
 	n := min(len(levels), k)
-	if cap(q.scratch) < 2*k {
-		q.scratch = make([]int, 2*k)
+	if cap(q.scratch) < k {
+		q.scratch = make([]int, k)
 	}
-	delayedBy, held := q.scratch[:k], q.scratch[k:2*k]
+	delayedBy := q.scratch[:k]
 	clear(delayedBy)
 	delayed := 0
-	for seq, nj := range q.naked {
-		if !nj.at.After(now) { // redelivered by now (to this instance or another)
-			q.dropNakedLocked(seq)
-			continue
-		}
-		delayedBy[min(nj.level, k-1)]++
-		delayed++
+	for l, c := range q.delayedBy {
+		delayedBy[min(l, k-1)] += c
+		delayed += c
 	}
 	for job, at := range q.index.soon {
 		if at.After(now) {
@@ -51,24 +44,14 @@ func (q *Queue) Counts(now time.Time, levels []int) int {
 			delayed++
 		}
 	}
-	switch {
-	case len(q.levelDepth) == k:
+	if len(q.levelDepth) == k {
 		for l := range n {
 			levels[l] = max(q.levelDepth[l].n-delayedBy[l], 0)
 		}
-	default:
-		clear(held)
-		q.index.kind.(queue.Counter).Counts(now, held)
-		rest := q.depth.n - delayed
-		for l := range n {
-			if l < k-1 {
-				levels[l] = held[l]
-				rest -= held[l]
-			}
-		}
-		if n == k {
-			levels[k-1] = max(rest, 0)
-		}
+		return delayed
+	}
+	if n == k { // one level
+		levels[0] = max(q.depth.n-delayed, 0)
 	}
 	return delayed
 }
@@ -78,19 +61,22 @@ func (q *Queue) Counts(now time.Time, levels []int) int {
 // start before job, offered at at, as the drainer knows: the started ones
 // (in flight, their ack held to the end of their slot, or settled and
 // waiting for their dedupe record), the delayed ones it holds whose
-// instant is after job's, and, for a job with no instant of its own, those
-// handed back to wait in the stream (all due later; for a delayed job they
-// stay counted, an upper bound, as ordering them per job would cost a scan
-// of them on every store). It costs the started and held delayed jobs
-// (a lane's concurrency and the next two seconds' delayed jobs), not the
-// stream's. The memory kind's Ahead counts none of them. An instance that
-// is not the drainer knows of none. Requires q.mu.
+// instant is after job's, and, for a job with no instant of its own, the
+// jobs waiting for theirs (their tokens in the window, counted by every
+// instance; for a delayed job they stay counted, an upper bound, as
+// ordering them per job would cost a read of them on every store). It
+// costs the started and held delayed jobs (a lane's concurrency and the
+// next two seconds' delayed jobs), not the stream's. The memory kind's
+// Ahead counts none of them. An instance that is not the drainer knows of
+// no started job. Requires q.mu.
 func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
 	k := len(q.levelDepth)
 	if k == 0 {
 		n := len(q.taken) + len(q.held) + len(q.unrecorded) + q.index.soonAfter(later(at, job.NotBefore), nil)
 		if !job.NotBefore.After(at) {
-			n += len(q.naked)
+			for _, c := range q.delayedBy {
+				n += c
+			}
 		}
 		return n
 	}
@@ -114,7 +100,7 @@ func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
 		}
 	}
 	if !job.NotBefore.After(at) {
-		for lv, c := range q.nakedBy {
+		for lv, c := range q.delayedBy {
 			if in(lv) {
 				n += c
 			}
@@ -129,23 +115,4 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// addNakedLocked books a job handed back to wait out its delay, and
-// dropNakedLocked forgets one (fetched again, or due by now), keeping
-// the count by level that notAheadLocked reads. Require q.mu.
-func (q *Queue) addNakedLocked(seq uint64, nj nakedJob) {
-	q.dropNakedLocked(seq)
-	q.naked[seq] = nj
-	for len(q.nakedBy) <= nj.level {
-		q.nakedBy = append(q.nakedBy, 0)
-	}
-	q.nakedBy[nj.level]++
-}
-
-func (q *Queue) dropNakedLocked(seq uint64) {
-	if nj, ok := q.naked[seq]; ok {
-		delete(q.naked, seq)
-		q.nakedBy[nj.level]--
-	}
 }

@@ -1,6 +1,7 @@
 // Package jetstream provides the durable queue backend (queue.backend:
 // jetstream): each downstream's bounded queue is a NATS JetStream stream,
-// drained through one durable pull consumer.
+// read in order by one pinned drainer, which starts the jobs of a small
+// window; the backlog stays in the stream, whatever its depth.
 //
 // # Layout
 //
@@ -13,25 +14,145 @@
 // ingress.dedupe_window and the producer's Nats-Msg-Id is passed on, so a
 // repeated id is stored once while its job is stored.
 //
-// Where a job is stored says its level or key: with one level and no
-// fairness every job is on .D; with queue.priorities K > 1 (no fairness)
-// level L < K−1 is on .D.p<L> and level K−1 on .D, so that a refresh reads
-// each level's count (stream info with the subject filter .D.*) for Ahead,
-// the reply's position and Counts; under queue.fairness key each key's
-// jobs are on .D.k.<token> (the key in base64url without padding; "" is
-// "_"), and the stream has MaxMsgsPerSubject = queue.key_capacity with
-// discard new per subject, so the server bounds each key, in jobs, for
-// every instance (its refusal is queue.ErrKeyFull, queue_full naming
-// queue.key_capacity). A job's priority (Shaper-Priority: P, absent = the
-// least urgent level) and a delayed job's instant (Shaper-Not-Before, unix
-// nanoseconds, kept to the nanosecond) are headers: the subject is only
-// for counting and bounding, so a job keeps its level when K changes.
+// A job's subject says where it stands in the order: with one level and
+// no fairness every job is on .D; with queue.priorities K > 1 level
+// L < K−1 is on .D.p<L> and level K−1 on .D; under queue.fairness key
+// each key's jobs are on .D.k.<token> (the least urgent level) and
+// .D.k.<token>.p<L> (the key in base64url without padding; "" is "_"),
+// and the stream has MaxMsgsPerSubject = queue.key_capacity with discard
+// new per subject, so the server bounds each key (with levels: each key
+// at each level), in jobs, for every instance (its refusal is
+// queue.ErrKeyFull, queue_full naming queue.key_capacity). A job's
+// priority (Shaper-Priority: P, absent = the least urgent level) and a
+// delayed job's instant (Shaper-Not-Before, unix nanoseconds) are headers
+// too, so a job keeps its level in the local order when K changes.
 //
 // Migration: a stream with the previous version's one subject, .D, is
 // updated in place to both subjects, with one log line; its jobs keep
 // their meaning (no priority header: the least urgent level; no instant:
 // ready; the key from Shaper-Key). Any other subject set is
-// ErrIncompatible, never changed.
+// ErrIncompatible, never changed. A stream drained by the previous
+// version's consumer (it fetched the jobs themselves) has that consumer
+// deleted, with one log line: its jobs stay, and are promoted like any
+// other (the tries they made are forgotten). Under fairness, a previous
+// version's job of an urgent level is on its key's subject and is
+// promoted as the least urgent level's (it keeps its level in the local
+// order).
+//
+// # The window
+//
+// The drain never fetches the queue's stream. The pinned drainer promotes
+// the jobs that go next into a window: for each it stores a token, a
+// small message naming the job's sequence (header Shaper-Origin), in the
+// stream <StreamPrefix>_WINDOW (shared by the queues; work-queue
+// retention) on <SubjectPrefix>-window.D, or <SubjectPrefix>-window.D.d<L>
+// for a job whose instant is more than delayLead ahead. A durable pull
+// consumer per queue, shaperd_D, with priority group "shaperd" and the
+// pinned_client policy, delivers the tokens: of several shaperd instances
+// exactly one is pinned and receives them; if it stops pulling for
+// PinnedTTL the server pins another. So N instances drain at the
+// configured rate in total.
+//
+// The promoter (promote.go) knows each subject of the queue's stream by a
+// small entry (its count, how many of its jobs are in the window, the last
+// sequence promoted, at most one job read and waiting for its turn), never
+// the jobs on it, and fills the window in the memory backend's order: the
+// most urgent level with a job to promote; within a level deficit round
+// robin between the keys' subjects (weights, costs); FIFO within a
+// subject, each next job read from the stream by a get of the first
+// message after the last one promoted (the stream's leader answers: a
+// replica could still show a job that left). The subjects and their
+// counts come from the stream's per-subject state, read every 500 ms, and
+// from this instance's stores at once. The window holds max(concurrency,
+// rate × 1 s) jobs (at most 1 000; at least 100 under a per-key cap, so
+// that the drain can pass over a capped key's jobs) besides those in
+// flight and those waiting out a delay or a backoff. A token's Nats-Msg-Id
+// is D:<sequence>, so a job promoted twice within the duplicate window
+// (by two instances while none is pinned, or again after a restart) has
+// one token; the fetcher drops a token whose job it holds already, or
+// whose job left the stream. The promoter runs on the pinned instance, or
+// on every instance while none is pinned (a refresh reads the consumer's
+// pin); when no token is pending or held anywhere, the cursors are reset,
+// so a job whose token was lost is promoted again.
+//
+// The fetcher (drain.go) holds the window's tokens in a local index of
+// the memory kind the settings name (queue.Bucket, or queue.Fair under
+// fairness, with the lane's levels and weights), with the jobs the
+// promoter read (a token promoted by another instance: its job read from
+// the stream), so the order of starts within the window is exactly the
+// memory backend's (levels; within a level retries, then DRR between
+// keys, FIFO within a key; a delayed job in the kind's delayed set until
+// due); the lane's scheduler decides when each starts. A job whose
+// delivery ended leaves the stream (its dedupe record stored first, then a
+// delete, each waited for and sent again until done), and only then is
+// its token acked (termed, when it failed for good or expired, after its
+// dead letter was published): a token whose job is gone is dropped when
+// delivered again. A failed try naks the token with its backoff delay
+// (the retry waits in the window stream; once due it is room for itself,
+// so it is fetched, and starts, ahead of the newer jobs held); a pushback
+// (429/503 Retry-After) holds the job locally while the lane pauses, so
+// it does not count as a try. The job's admission key is stored with it
+// (header Shaper-Key).
+//
+// # Delays
+//
+// A job whose instant is more than the lead (2 s) ahead when promoted gets
+// a delayed token (.d<L>): fetched, it is handed back with
+// NakWithDelay(instant − lead − now), so it waits in the window stream,
+// held by the server for every instance and across a crash, and nothing
+// of it stays in the drainer. Back within the lead, the job gets a ready
+// token and the delayed one is acked (never tried: a delayed job that
+// failed keeps its token), so the delayed tokens count exactly the jobs
+// waiting for their instant, for every instance. A job due within the
+// lead is held in the index's delayed set, so its start is to the local
+// clock's precision, not the server's redelivery timer's; it takes no
+// room of the window (a delayed job never holds up a ready one). Two
+// seconds is well over the server's redelivery lateness and a fetch round
+// trip. Once due a job is paced by the lane like any other; its max_wait
+// counts from its instant (the intake computes its deadline so). NATS
+// message schedules are not used: a stream with schedules refuses discard
+// new.
+//
+// # Tries and the ledger
+//
+// A job's tries are its token's deliveries (NumDelivered) less the
+// deliveries that were not tries: a delay's hand-back and a hand-back at a
+// graceful stop (Close). Each is counted, before its nak is sent, in the
+// ledger: bucket <StreamPrefix>_HANDBACKS (a NATS KV layout; key
+// <window stream>.<token sequence>, value the count and the token's
+// timestamp, so an entry of a deleted and recreated stream is never taken
+// for a new token's). The fetcher reads it only for a token delivered
+// more than once (never under the queue's lock), and the entry is deleted
+// when the job leaves the stream. After a crash (kill -9) the tokens an
+// instance held are delivered again and each counts one try: the
+// conservative side, so a poison job that kills the daemon still ends in
+// the dead letter after max_attempts. Only the window is exposed to that,
+// not the backlog. A ledger that cannot be read or written counts the
+// delivery as a try too.
+//
+// # Counts
+//
+// The queue plays queue.Counter from the streams, the same on every
+// instance: per level, its subjects' counts in the queue's stream, less
+// the delayed jobs (the window's delayed tokens of that level, and the
+// jobs held until due); depth is the stream's count. Jobs in flight count
+// until they leave the stream.
+//
+// # Failover
+//
+// Every token an instance holds (fetched, in flight, or with its ack
+// held) is kept alive by one keep-alive goroutine per queue with a
+// progress ack (InProgress) every AckWait/5, however long its delivery
+// takes; the window bounds them. So AckWait (default 5 s, the default
+// PinnedTTL) only measures how long the jobs of an instance that died or
+// froze stay with it: the window stream hands their tokens to the next
+// drainer once both AckWait and PinnedTTL have passed, plus one fetch
+// wait. A shorter AckWait than PinnedTTL gains nothing (the jobs wait for
+// the pin anyway) and risks redelivering a live instance's jobs after a
+// short NATS stall; a much longer one makes the held jobs wait for it.
+// Each JetStream API request of the stream and consumer checks waits at
+// most RequestTimeout and is tried again, so a request lost during a
+// leader election costs a second, not the caller's whole deadline.
 //
 // # Dedupe records
 //
@@ -41,16 +162,16 @@
 // <StreamPrefix>_DEDUPE (stream KV_<StreamPrefix>_DEDUPE, a NATS KV
 // layout: one value per key, max age ingress.dedupe_window, counted from
 // the job's acceptance; the key is the id in base64url). The drain writes
-// the record before the job leaves the stream (ack or term) and lets the
+// the record before the job leaves the stream (its delete) and lets the
 // job leave only once the record is stored (its PubAck; the write has a
 // Nats-Msg-Id of its own, shaper-record:<job id>, so one sent again is
 // stored once); until then the stream answers a repeat itself. The write
 // runs off the drain's path; while it is outstanding (a node restarting,
-// a leader election, a dropped connection) the job is kept alive and
-// holds its place in the prefetch, so a store that cannot take records
-// stops the drain after a prefetch's worth of jobs. Close waits up to 2 s
-// for outstanding writes and hands the jobs still unrecorded back to the
-// stream (nak): delivered again, never gone without their record.
+// a leader election, a dropped connection) the job's token is kept alive
+// and holds its place in the window, so a store that cannot take records
+// stops the drain after a window's worth of jobs. Close waits up to 2 s
+// for outstanding writes and hands the tokens of the jobs still
+// unrecorded back (nak): delivered again, never gone without their record.
 //
 // Each Store keeps the records of the window in memory (recordTable):
 // Ensure loads them all through an ordered consumer and returns once it
@@ -98,92 +219,6 @@
 // PubAck with encoding/json: here one reply subscription, one map, one
 // timer armed for the oldest store, and the PubAck of a stored message
 // read by hand (any other shape through encoding/json).
-//
-// # Drain
-//
-// One durable pull consumer per stream with priority group "shaperd" and
-// the pinned_client policy: of several shaperd instances exactly one is
-// pinned and receives messages; if it stops pulling for PinnedTTL the server
-// pins another. So N instances drain at the configured rate in total. The
-// pinned instance holds its fetched jobs in a local index, the memory
-// kind its settings name (queue.Bucket, or queue.Fair under fairness, with
-// the lane's levels and weights), keyed back to their messages, so the
-// order of starts is exactly the memory backend's (levels; within a level
-// retries, then DRR between keys, FIFO within a key; a delayed job in the
-// kind's delayed set until due); the lane's scheduler decides when each
-// starts. A job redelivered after a failed try joins its level as a retry.
-// With one level and no fairness it keeps a small prefetch of ready jobs
-// (max(concurrency, rate × 20 ms), at most 100; 100 under a per-key cap, so
-// that the drain can pass over a capped key's jobs, which stay held in
-// their places: queue.Picker); with levels or fairness it fetches every job
-// of the stream it can (prefetch = capacity; MaxAckPending stays -1), so
-// its memory holds the stream's jobs, payloads included (bounded by
-// queue.capacity and queue.max_bytes). The
-// job's admission key is stored with it (header Shaper-Key). A delivered
-// job is acked; a failed try is nak'ed with its backoff delay (the retry
-// waits in the stream; once due it is room for itself in the prefetch, so
-// it is fetched, and starts, ahead of the newer jobs held); a pushback (429/503 Retry-After) holds the job
-// locally while the lane pauses, so it does not count as a try; a job that
-// failed for good or expired is termed after its dead letter was
-// published.
-//
-// # Delays
-//
-// A delayed job whose instant is more than the lead (2 s) ahead when
-// fetched is handed back with NakWithDelay(instant − lead − now): it waits
-// in the stream, held by the server for every instance and across a crash.
-// One due within the lead is held locally in the index's delayed set, so
-// its start is to the local clock's precision, not the server's
-// redelivery timer's; it takes no room of the prefetch (a delayed job
-// never holds up a ready one). Two seconds is well over the server's
-// redelivery lateness and a fetch round trip, and keeps what is held to
-// the jobs due in the next two seconds. Once due a job is paced by the
-// lane like any other; its max_wait counts from its instant (the intake
-// computes its deadline so). NATS message schedules are not used: a
-// stream with schedules refuses discard new.
-//
-// # Tries and the ledger
-//
-// A job's tries are its deliveries (NumDelivered) less the deliveries that
-// were not tries: a delay's hand-back and a hand-back at a graceful stop
-// (Close). Each is counted, before its nak is sent, in the ledger: bucket
-// <StreamPrefix>_HANDBACKS (a NATS KV layout; key <stream>.<sequence>,
-// value the count and the job's stream timestamp, so an entry of a deleted
-// and recreated stream is never taken for a new job's). The fetcher reads
-// it only for a message delivered more than once (never under the queue's
-// lock), and the entry is deleted when the job leaves the stream. After a
-// crash (kill -9) the jobs an instance held are delivered again and each
-// counts one try: the conservative side, so a poison job that kills the
-// daemon still ends in the dead letter after max_attempts. A ledger that
-// cannot be read or written counts the delivery as a try too.
-//
-// # Counts
-//
-// The queue plays queue.Counter: per level, each level's subject's count
-// (under fairness, the levels of the jobs this instance holds, the rest
-// counted in the least urgent level), less the delayed jobs the drainer
-// knows of (held, or handed back to wait); an instance that is not the
-// pinned drainer knows of no delayed job and counts every job in its
-// level.
-//
-// # Failover
-//
-// Every message an instance holds (fetched, in flight, or with its ack
-// held) is kept alive by one keep-alive goroutine per queue with a
-// progress ack (InProgress) every AckWait/5, however long its delivery
-// takes. With levels or fairness the drainer holds every job of the
-// stream, so that costs one progress ack per job per AckWait/5 (a full
-// queue of 10 000 with the default AckWait: 10 000 small publishes a
-// second). So AckWait (default 5 s, the default PinnedTTL) only measures how
-// long the jobs of an instance that died or froze stay with it: the
-// stream hands them to the next drainer once both AckWait and PinnedTTL
-// have passed, plus one fetch wait. A shorter AckWait than PinnedTTL gains
-// nothing (the jobs wait for the pin anyway) and risks redelivering a live
-// instance's jobs after a short NATS stall; a much longer one makes the
-// held jobs wait for it. Each JetStream API request of the stream and
-// consumer checks waits at most RequestTimeout and is tried again, so a
-// request lost during a leader election costs a second, not the caller's
-// whole deadline.
 //
 // # Dead letters
 //

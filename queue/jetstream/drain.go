@@ -8,15 +8,14 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// fetch is the fetcher goroutine: it keeps up to prefetch ready jobs in
-// the local index (every job of the stream with levels or fairness),
-// pulling from the pinned consumer. It pulls at least every PinnedTTL/2
-// so that this instance stays pinned while it drains; when the prefetch is
-// full it sends a pull that cannot be served (max bytes 1) only to keep the
-// pin. Jobs held waiting for their instant (within the lead) do not take
-// room: a delayed job never holds up a ready one. A retry whose backoff
-// ended makes room for itself, so that it is fetched, and starts, ahead
-// of the newer jobs in the prefetch.
+// fetch is the fetcher goroutine: it keeps the window's tokens in the
+// local index, pulling from the pinned consumer of the window. It pulls at
+// least every PinnedTTL/2 so that this instance stays pinned while it
+// drains; when the index is full it sends a pull that cannot be served
+// (max bytes 1) only to keep the pin. Jobs held waiting for their instant
+// (within the lead) take no room: a delayed job never holds up a ready
+// one. A retry whose backoff ended makes room for itself, so that it is
+// fetched, and starts, ahead of the newer jobs held.
 func (q *Queue) fetch() {
 	wait := q.fetchWait()
 	for q.ctx.Err() == nil {
@@ -24,10 +23,7 @@ func (q *Queue) fetch() {
 		c := q.c
 		// a job waiting for its record holds its place; a retry whose
 		// backoff ended makes room for itself (retryWaitsLocked)
-		room := q.prefetchLocked() - (q.index.len() - q.index.delayedAt(time.Now())) - len(q.unrecorded) + q.retriesDue
-		if q.indexAll() { // the stream's jobs, wherever they are here
-			room = q.bounds.capacity - q.index.len() - len(q.unrecorded) - len(q.taken) - len(q.held)
-		}
+		room := q.windowLocked() - (q.index.len() - q.index.delayedAt(time.Now())) - len(q.unrecorded) + q.retriesDue
 		q.mu.Unlock()
 		if c == nil {
 			q.sleep(retryEvery)
@@ -165,9 +161,9 @@ func (q *Queue) ensure(ctx context.Context, b bounds, lastLog *time.Time) {
 	q.signal()
 }
 
-// refresh reads the stream's count (with levels and no fairness, each
-// level's subject's too); depthBook orders it with the stores and acks
-// booked meanwhile.
+// refresh reads the stream's count and each subject's (depthBook orders
+// them with the stores and acks booked meanwhile; the promoter's sources
+// take the subjects'), and who is pinned on the window's consumer.
 func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	q.mu.Lock()
 	q.depth.begin()
@@ -175,14 +171,19 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	for i := range q.levelDepth {
 		q.levelDepth[i].begin()
 	}
+	c := q.c
 	q.mu.Unlock()
-	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
-	var opts []natsjs.StreamInfoOpt
-	if levels > 1 {
-		opts = append(opts, natsjs.WithSubjectFilter(q.subject+".*")) // .D.p<L>; a key's subject has two tokens more
-	}
-	info, err := s.Info(ctx, opts...)
+	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	info, err := s.Info(rctx, natsjs.WithSubjectFilter(">"))
 	cancel()
+	var ci *natsjs.ConsumerInfo
+	var delayed []int
+	if c != nil {
+		rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+		ci, _ = c.Info(rctx)
+		cancel()
+		delayed = q.readDelayed(ctx)
+	}
 	q.mu.Lock()
 	changed := false
 	if err != nil {
@@ -193,11 +194,62 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	} else {
 		changed = q.depth.end(info.State.Msgs, info.State.LastSeq)
 		q.endLevelsLocked(levels, info)
+		q.srcs.refreshed(q.subject, info.State.Subjects, info.State.LastSeq)
 	}
+	if delayed != nil {
+		q.delayedBy = delayed
+	}
+	if ci != nil {
+		q.pinNow = ""
+		for _, g := range ci.PriorityGroups {
+			if g.Group == Group {
+				q.pinNow = g.PinnedClientID
+			}
+		}
+		if ci.NumPending == 0 && ci.NumAckPending == 0 && q.idleLocked() {
+			q.srcs.reset() // no token anywhere: every job in the stream is to promote
+		}
+	}
+	q.expirePromotedLocked(time.Now())
 	q.mu.Unlock()
+	q.nudge()
 	if changed && q.ready != nil {
 		q.ready()
 	}
+}
+
+// readDelayed reads the delayed jobs by level: their tokens in the
+// window, by subject. Nil: not read.
+func (q *Queue) readDelayed(ctx context.Context) []int {
+	q.st.mu.Lock()
+	w := q.st.window
+	q.st.mu.Unlock()
+	if w == nil {
+		return nil
+	}
+	base := q.st.windowSubject(q.name)
+	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	info, err := w.Info(rctx, natsjs.WithSubjectFilter(base+".*"))
+	if err != nil {
+		return nil
+	}
+	out := []int{}
+	for subj, n := range info.State.Subjects {
+		if l, ok := delayedLevel(base, subj); ok {
+			for len(out) <= l {
+				out = append(out, 0)
+			}
+			out[l] += int(n)
+		}
+	}
+	return out
+}
+
+// idleLocked reports whether this instance holds no job of the window.
+// Requires q.mu.
+func (q *Queue) idleLocked() bool {
+	return len(q.promoted) == 0 && q.index.len() == 0 && len(q.taken) == 0 && len(q.held) == 0 && len(q.unrecorded) == 0
 }
 
 // endLevelsLocked ends the levels' refresh begun for levels levels with

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
-
-	"github.com/shaperd/shaper/queue"
 )
 
 // delayLead is how far ahead of its instant a delayed job is held here.
@@ -24,29 +22,64 @@ import (
 // hand-back.
 const delayLead = 2 * time.Second
 
-// nakedJob is a job handed back to wait out its delay: what the drainer
-// knows of it until it is fetched again (Counts).
-type nakedJob struct {
-	at    time.Time // its instant
-	level int
-}
+// pinHeader is the header of a pinned consumer's delivery that names the
+// pin.
+const pinHeader = "Nats-Pin-Id"
 
-// admit takes a fetched message in: a job whose instant is more than
-// delayLead ahead is handed back with a delay, counted in the ledger
-// first; any other is held in the local index. A message delivered before
-// has its hand-backs read from the ledger, and only its other deliveries
-// count as tries (a crash's redelivery of a held job counts one: the
-// conservative side). It runs in the fetcher, without the queue's lock
-// during the ledger's I/O, and reports whether the job is held.
-func (q *Queue) admit(m natsjs.Msg) bool {
+// admit takes a fetched token in: its job is the one the promoter read
+// (or, promoted by another instance, read from the stream now; a job
+// gone from the stream, or held here already under another token, drops
+// the token). A job whose instant is more than delayLead ahead is handed
+// back with a delay, counted in the ledger first; any other is held in
+// the local index. A token delivered before has its hand-backs read from
+// the ledger, and only its other deliveries count as tries (a crash's
+// redelivery of a held job counts one: the conservative side). It runs in
+// the fetcher, without the queue's lock during I/O, and reports whether
+// the job is held.
+func (q *Queue) admit(t natsjs.Msg) bool {
+	seq, ok := origin(t)
+	if !ok {
+		_ = t.TermWithReason("shaperd: not a token")
+		return false
+	}
+	q.mu.Lock()
+	if pin := t.Headers().Get(pinHeader); pin != "" {
+		q.pinSeen = pin
+	}
+	p, cached := q.promoted[seq]
+	delete(q.promoted, seq)
+	_, dup := q.origins[seq]
+	s := q.s
+	q.mu.Unlock()
+	if dup {
+		_ = t.Ack()
+		return false
+	}
+	raw := p.msg
+	if !cached {
+		ctx, cancel := context.WithTimeout(q.ctx, RequestTimeout)
+		r, err := s.GetMsg(ctx, seq)
+		cancel()
+		switch {
+		case gone(err): // it left the stream: the token is spent
+			_ = t.Ack()
+			return false
+		case err != nil:
+			q.st.log.Debug("jetstream job of a token not read; delivered again", "stream", q.stream, "error", err.Error())
+			_ = t.NakWithDelay(retryEvery)
+			return false
+		}
+		raw = r
+	}
+	m := &jobMsg{Msg: t, job: raw}
 	job := decode(m, q.name)
 	md, err := m.Metadata()
-	var seq uint64
+	var tseq uint64
 	var e ledgerEntry
 	if err == nil {
-		seq = md.Sequence.Stream
+		tseq = md.Sequence.Stream
 		if md.NumDelivered > 1 {
-			if e, err = q.st.ledgerGet(q.ctx, q.stream, seq, md.Timestamp); err != nil {
+			if e, err = q.st.ledgerGet(q.ctx, q.st.WindowStream(), tseq, md.Timestamp); err != nil {
 				q.st.log.Warn("jetstream ledger not read: the job's deliveries count as tries", "stream", q.stream, "error", err.Error())
 			}
 			job.Attempt, job.Failures = max(job.Attempt-e.count, 0), max(job.Failures-e.count, 0)
@@ -54,44 +87,76 @@ func (q *Queue) admit(m natsjs.Msg) bool {
 	}
 	now := time.Now()
 	if md != nil && job.NotBefore.After(now.Add(delayLead)) {
-		q.nakDelayed(m, job, seq, md.Timestamp, e, now)
+		q.nakDelayed(m, tseq, md.Timestamp, e, job.NotBefore.Sub(now)-delayLead)
+		return false
+	}
+	if _, delayed := delayedLevel(q.st.windowSubject(q.name), t.Subject()); delayed && job.Failures == 0 && q.moveDue(t, raw, e) {
 		return false
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.dropNakedLocked(seq)
 	if len(q.retries) > 0 {
-		q.retryFetchedLocked(seq)
+		q.retryFetchedLocked(tseq)
 	}
 	if e.count > 0 || e.rev != 0 {
-		q.ledger[seq] = e
+		q.ledger[tseq] = e
 	}
 	if q.closed {
 		q.handBackLocked([]natsjs.Msg{m})
 		return false
 	}
+	q.origins[seq] = struct{}{}
 	q.index.add(job, m, now)
+	q.nudge() // a delayed job held takes no room
 	return true
 }
 
-// nakDelayed hands a job whose instant is more than delayLead ahead back
-// to the stream until its instant less the lead, once the hand-back is in
-// the ledger (if the ledger cannot take it, the job is handed back all the
-// same: its delivery then counts as a try).
-func (q *Queue) nakDelayed(m natsjs.Msg, job *queue.Job, seq uint64, stored time.Time, e ledgerEntry, now time.Time) {
-	if ne, err := q.st.ledgerPut(q.ctx, q.stream, seq, stored, e.count+1); err != nil {
-		q.st.log.Warn("jetstream ledger not written: a delayed job's hand-back counts as a try", "stream", q.stream, "error", err.Error())
-	} else {
-		e = ne
+// letGoLocked forgets that this instance holds m's token (acked, nak'ed
+// or handed back). Requires q.mu.
+func (q *Queue) letGoLocked(m natsjs.Msg) {
+	if j, ok := m.(*jobMsg); ok {
+		delete(q.origins, j.seq())
 	}
-	q.mu.Lock()
-	q.addNakedLocked(seq, nakedJob{at: job.NotBefore, level: queue.Level(job, q.index.levels)})
-	if e.rev != 0 {
-		q.ledger[seq] = e
-	}
-	q.mu.Unlock()
-	_ = m.NakWithDelay(job.NotBefore.Sub(now) - delayLead)
 }
+
+// nakDelayed hands the token of a job whose instant is more than
+// delayLead ahead back to the window for d (until its instant less the
+// lead), once the hand-back is in the ledger (if the ledger cannot take
+// it, the token is handed back all the same: its delivery then counts as
+// a try). Nothing of the job stays here: the token's next delivery reads
+// the ledger again.
+func (q *Queue) nakDelayed(m natsjs.Msg, seq uint64, stored time.Time, e ledgerEntry, d time.Duration) {
+	if _, err := q.st.ledgerPut(q.ctx, q.st.WindowStream(), seq, stored, e.count+1); err != nil {
+		q.st.log.Warn("jetstream ledger not written: a delayed job's hand-back counts as a try", "stream", q.stream, "error", err.Error())
+	}
+	_ = m.NakWithDelay(d)
+	q.nudge() // its room in the window is free
+}
+
+// moveDue moves a delayed job due within the lead, never tried, from its
+// delayed token to a ready one (the delayed tokens count the jobs waiting
+// for their instant): the new token is stored, then the old one acked and
+// its ledger entry deleted. It reports whether it moved the job; if not,
+// the old token serves.
+func (q *Queue) moveDue(t natsjs.Msg, job *natsjs.RawStreamMsg, e ledgerEntry) bool {
+	q.mu.Lock()
+	q.promoted[job.Sequence] = promotedJob{msg: job, at: time.Now()}
+	q.mu.Unlock()
+	if err := q.sendToken(q.st.windowSubject(q.name), job.Sequence, dueSuffix); err != nil {
+		q.mu.Lock()
+		delete(q.promoted, job.Sequence)
+		q.mu.Unlock()
+		return false
+	}
+	_ = t.Ack()
+	if e.rev != 0 {
+		q.backs.Go(func() { _ = q.st.ledgerDelete(context.Background(), e.rev) })
+	}
+	return true
+}
+
+// dueSuffix makes the Nats-Msg-Id of a delayed job's ready token.
+const dueSuffix = ":due"
 
 // handBackLocked hands ms, fetched and not tried, back to the stream, in
 // a goroutine of its own (Close waits for it): each is counted in the
@@ -112,6 +177,7 @@ func (q *Queue) handBackLocked(ms []natsjs.Msg) {
 	}
 	backs := make([]back, 0, len(ms))
 	for _, m := range ms {
+		q.letGoLocked(m)
 		b := back{m: m}
 		if md, err := m.Metadata(); err == nil {
 			b.seq, b.stored = md.Sequence.Stream, md.Timestamp
@@ -132,7 +198,7 @@ func (q *Queue) handBackLocked(ms []natsjs.Msg) {
 					if b.seq == 0 || ctx.Err() != nil {
 						continue
 					}
-					if _, err := q.st.ledgerPut(ctx, q.stream, b.seq, b.stored, b.e.count+1); err != nil {
+					if _, err := q.st.ledgerPut(ctx, q.st.WindowStream(), b.seq, b.stored, b.e.count+1); err != nil {
 						q.st.log.Warn("jetstream ledger not written: a job handed back at the stop counts as a try",
 							"stream", q.stream, "error", err.Error())
 					}
@@ -154,12 +220,19 @@ func (q *Queue) handBackLocked(ms []natsjs.Msg) {
 // once.
 const handBackWorkers = 16
 
-// forgetLocked books m's leaving the stream (acked or termed): its level's
-// count, and its ledger entry, deleted in the background. Requires q.mu.
+// forgetLocked books m's leaving the stream (its job deleted, its token
+// acked or termed): its level's and its subject's counts, and its ledger
+// entry, deleted in the background. Requires q.mu.
 func (q *Queue) forgetLocked(m natsjs.Msg) {
+	q.letGoLocked(m)
 	if len(q.levelDepth) > 0 {
 		q.levelDepth[levelOfSubject(q.subject, m.Subject(), len(q.levelDepth))].remove()
 	}
+	if src, ok := q.srcs.by[m.Subject()]; ok {
+		src.count = max(src.count-1, 0)
+		src.out = max(src.out-1, 0)
+	}
+	q.nudge()
 	if len(q.ledger) == 0 {
 		return
 	}

@@ -42,7 +42,7 @@ func TestHeldJobsKeptAlivePastAckWait(t *testing.T) {
 	}
 	time.Sleep(4 * ackWait) // the second in flight, the third fetched, the first's ack held
 
-	info, err := js.Consumer(context.Background(), st.StreamName("printer"), Consumer)
+	info, err := js.Consumer(context.Background(), st.WindowStream(), st.ConsumerName("printer"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func TestMigratePreviousLayout(t *testing.T) {
 // key capacity updates the stream.
 func TestPerKeyBound(t *testing.T) {
 	st, js := runStore(t)
-	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 10, Rate: 1, Fairness: true, KeyCapacity: 2})
+	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 10, Rate: 1, Concurrency: 10, Fairness: true, KeyCapacity: 2})
 	storeAll(t, q, job("a0", "flood", 0), job("a1", "flood", 0))
 	if _, err := store(q, job("a2", "flood", 0)); !errors.Is(err, queue.ErrKeyFull) || !errors.Is(err, queue.ErrFull) {
 		t.Fatalf("third job of a key with key capacity 2: %v, want ErrKeyFull", err)
@@ -167,7 +167,7 @@ func TestPerKeyBound(t *testing.T) {
 // or handed back out of their levels.
 func TestCounts(t *testing.T) {
 	st, _ := runStore(t)
-	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 20, Rate: 1, Priorities: 3})
+	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 20, Rate: 1, Concurrency: 20, Priorities: 3})
 	soon, later := job("soon", "", 1), job("later", "", 3)
 	soon.NotBefore, later.NotBefore = time.Now().Add(time.Minute), time.Now().Add(1500*time.Millisecond)
 	storeAll(t, q, job("u", "", 1), job("m", "", 2), job("o1", "", 0), job("o2", "", 0), soon, later)

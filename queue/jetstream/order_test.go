@@ -61,7 +61,7 @@ func takeN(t *testing.T, q *Queue, n int) []string {
 // retry (redelivered after its backoff) ahead of its level's fresh jobs.
 func TestIndexLevelsOrder(t *testing.T) {
 	st, _ := runStore(t)
-	ls := QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 1, Priorities: 3}
+	ls := QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 10, Priorities: 3}
 	q := openQueue(t, st, ls)
 	storeAll(t, q, job("o0", "", 0), job("o1", "", 0), job("m0", "", 2), job("u0", "", 1), job("o2", "", 0),
 		job("u1", "", 1), job("m1", "", 2))
@@ -87,7 +87,7 @@ func TestIndexLevelsOrder(t *testing.T) {
 // level's, and its failed try still counts.
 func TestIndexRetryFirstInLevel(t *testing.T) {
 	st, _ := runStore(t)
-	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 1, Priorities: 2})
+	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 10, Priorities: 2})
 	storeAll(t, q, job("o0", "", 0), job("o1", "", 0))
 	q.Start(func() {})
 	defer q.Close()
@@ -113,7 +113,7 @@ func TestIndexRetryFirstInLevel(t *testing.T) {
 // stored in.
 func TestIndexFairRoundRobin(t *testing.T) {
 	st, _ := runStore(t)
-	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 1, Fairness: true})
+	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 10, Fairness: true})
 	for i := range 5 {
 		storeAll(t, q, job("a"+string(rune('0'+i)), "a", 0))
 	}

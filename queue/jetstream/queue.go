@@ -3,7 +3,6 @@ package jetstream
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,10 +13,9 @@ import (
 
 // Tuning of the drain.
 const (
-	maxPrefetch   = 100
-	prefetchAhead = 20 * time.Millisecond // prefetch covers this much drain at the lane's rate
-	refreshEvery  = 500 * time.Millisecond
-	retryEvery    = time.Second
+	maxPrefetch  = 100
+	refreshEvery = 500 * time.Millisecond
+	retryEvery   = time.Second
 )
 
 // Queue is one downstream's durable queue, a queue.Queue whose jobs are
@@ -39,7 +37,7 @@ type Queue struct {
 	stream  string
 	subject string
 	fair    bool  // queue.fairness key: each key's jobs on a subject of their own
-	base    int   // prefetchFor the lane's rate and concurrency
+	win     int   // the window: windowFor the lane's rate and concurrency
 	share   int64 // QueueSettings.StoreShare
 
 	ctx    context.Context
@@ -48,6 +46,7 @@ type Queue struct {
 	backs  sync.WaitGroup // hand-backs and ledger deletes under way
 	ready  func()
 	wake   chan struct{} // cap 1: room in the prefetch, or ensured
+	pwake  chan struct{} // cap 1: the promoter may have work
 	order  order         // stores in the order of Offer
 
 	levelsNow atomic.Int32 // levels, read by the intake's subject choice without mu
@@ -62,19 +61,24 @@ type Queue struct {
 	unrecorded map[natsjs.Msg]*recordWrite
 	recs       recordWrites
 	ledger     map[uint64]ledgerEntry   // hand-backs of jobs held or taken, by sequence (count > 0)
-	naked      map[uint64]nakedJob      // handed back to wait out their delay, by sequence
-	nakedBy    []int                    // naked jobs by level (addNakedLocked)
+	delayedBy  []int                    // jobs waiting for their instant, by level: their tokens in the window (refresh)
 	retries    map[uint64]*waitingRetry // nak'ed to wait out their backoff, by sequence, until fetched
 	retriesDue int                      // of retries, those due: room in the prefetch
 	depth      depthBook                // stream's messages (refreshed; adjusted locally)
 	levelDepth []depthBook              // per level, most urgent first (levels > 1, no fairness)
 	scratch    []int                    // Counts' scratch space
+	srcs       sources                  // the stream's subjects, as the promoter knows them
+	promoted   map[uint64]promotedJob   // promoted here, token not fetched yet, by job sequence
+	origins    map[uint64]struct{}      // jobs whose token this instance holds, by job sequence
+	weights    map[string]int           // fairness: weight by key
+	pinSeen    string                   // the pin id of this instance's last fetched token
+	pinNow     string                   // the pinned instance's id, as the last refresh read it
 	bounds     bounds
 	capDirty   bool
 	closed     bool
-	s          natsjs.Stream
-	c          natsjs.Consumer
-	broken     error // ErrIncompatible found after start-up
+	s          natsjs.Stream   // the queue's stream: its jobs
+	c          natsjs.Consumer // the window's consumer: its tokens
+	broken     error           // ErrIncompatible found after start-up
 }
 
 var (
@@ -126,10 +130,10 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	}
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name), fair: ls.Fairness,
-		base: prefetchFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1),
+		win: windowFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1), pwake: make(chan struct{}, 1),
 		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, bounds: ls.bounds(),
-		unrecorded: map[natsjs.Msg]*recordWrite{}, ledger: map[uint64]ledgerEntry{}, naked: map[uint64]nakedJob{},
-		retries: map[uint64]*waitingRetry{},
+		unrecorded: map[natsjs.Msg]*recordWrite{}, ledger: map[uint64]ledgerEntry{},
+		retries: map[uint64]*waitingRetry{}, promoted: map[uint64]promotedJob{}, origins: map[uint64]struct{}{},
 	}
 	q.index.init(ls.Fairness)
 	q.configureLocked(queue.Settings{Capacity: ls.Capacity, KeyCapacity: ls.KeyCapacity, Weights: ls.Weights,
@@ -139,20 +143,13 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	return q, nil
 }
 
-// prefetchFor is how many fetched jobs a lane may hold: its concurrency, or
-// 20 ms of drain at its rate when that is more (a prefetch of 1 would cap a
-// fast lane at one start per fetch round trip), at most maxPrefetch.
-func prefetchFor(ls QueueSettings) int {
-	ahead := int(math.Ceil(ls.Rate * prefetchAhead.Seconds()))
-	return min(max(ls.Concurrency, ahead, 1), maxPrefetch)
-}
-
 // Start starts fetching; ready is called when jobs were fetched.
 func (q *Queue) Start(ready func()) {
 	q.ready = ready
 	q.wg.Go(q.maintain)
 	q.wg.Go(q.fetch)
 	q.wg.Go(q.keepAlive)
+	q.wg.Go(q.promote)
 }
 
 // Close stops fetching, hands jobs fetched but not started back to the
@@ -223,6 +220,12 @@ func (q *Queue) stored(seq uint64, job *queue.Job) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.depth.stored(seq)
+	if src := q.srcs.get(q.subject, q.subjectFor(job)); seq > src.stored {
+		src.stored = seq
+		src.count++
+		q.srcs.ringLocked(src)
+		q.nudge()
+	}
 	if len(q.levelDepth) == 0 {
 		return max(q.depth.n-q.notAheadLocked(job, time.Now()), 1)
 	}
@@ -291,33 +294,29 @@ func (q *Queue) configureLocked(s queue.Settings) {
 	levels := max(s.Priorities, 1)
 	q.levelsNow.Store(int32(levels))
 	switch {
-	case q.fair || levels == 1:
+	case levels == 1:
 		q.levelDepth = nil
 	case len(q.levelDepth) != levels:
 		q.levelDepth = make([]depthBook, levels) // counted at the next refresh
 	}
+	if len(q.srcs.ring) != levels {
+		q.srcs.configure(q.subject, levels)
+	}
+	q.weights = s.Weights
 	q.index.configure(s)
 	q.keyConc = s.KeyConcurrency > 0
+	q.nudge()
 }
 
-// prefetchLocked is how many ready jobs the fetcher keeps: with levels or
-// fairness every job of the stream (capacity), so that the local index
-// orders them all; else the lane's prefetch, or maxPrefetch under a
-// per-key cap (look further ahead: a capped key's jobs hold their places
-// in it). Requires q.mu.
-func (q *Queue) prefetchLocked() int {
-	switch {
-	case q.indexAll():
-		return q.bounds.capacity
-	case q.keyConc:
-		return maxPrefetch
+// windowLocked is the jobs the window holds at most: the lane's window,
+// or keyWindow under a per-key cap when that is more (look further ahead:
+// a capped key's jobs hold their places in it). Requires q.mu.
+func (q *Queue) windowLocked() int {
+	if q.keyConc {
+		return max(q.win, keyWindow)
 	}
-	return q.base
+	return q.win
 }
-
-// indexAll reports whether the local index must hold every job of the
-// stream: with levels or fairness. Requires q.mu.
-func (q *Queue) indexAll() bool { return q.fair || q.index.levels > 1 }
 
 // Keep holds a job whose delivery was cancelled at shutdown, as a pushback
 // does; Close hands it back to the stream, which redelivers it.
@@ -352,12 +351,14 @@ func (q *Queue) Cap() int {
 	return q.bounds.capacity
 }
 
-// signal wakes the fetcher. Requires q.mu or nothing; never blocks.
+// signal wakes the fetcher and the promoter: there may be room. Requires
+// q.mu or nothing; never blocks.
 func (q *Queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
+	q.nudge()
 }
 
 // Ready reports whether the queue's stream and consumer exist and match the

@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -24,11 +25,14 @@ const (
 	recordIDPrefix = "shaper-record:"
 )
 
-// recordWrite is a job due to leave its stream once its record is stored.
+// recordWrite is a job due to leave its stream: once its record is
+// stored (rec; nil: none, or stored), it is deleted from the stream, then
+// its token acked (or termed).
 type recordWrite struct {
 	m    natsjs.Msg
 	term bool // else ack
 	rec  *nats.Msg
+	s    natsjs.Stream // the job's stream
 }
 
 // recordWrites are a queue's outstanding record writes: each runs in a
@@ -59,36 +63,37 @@ func (st *Store) recordFor(m natsjs.Msg) *nats.Msg {
 	return rec
 }
 
-// settleLocked acks m (or terms it, when term) once its dedupe record is
-// stored. While the job is in its stream the stream answers a copy of its
-// id (its duplicate window); from then on the record does, so the record
-// must be stored first: a record written without waiting for its PubAck
-// and lost (a node restarting, a leader election, a dropped connection)
-// left a delivered job that no instance could name, and a producer retrying
-// its id got a new job, delivered twice, or a duplicate without a job id.
+// settleLocked lets m's job leave its stream (delete) and acks its token
+// (or terms it, when term), once its dedupe record is stored. While the
+// job is in its stream the stream answers a copy of its id (its duplicate
+// window); from then on the record does, so the record must be stored
+// first: a record written without waiting for its PubAck and lost (a
+// node restarting, a leader election, a dropped connection) left a
+// delivered job that no instance could name, and a producer retrying its
+// id got a new job, delivered twice, or a duplicate without a job id. The
+// job is deleted before its token is acked: a token whose job is gone is
+// dropped when delivered again, while a job whose token was acked first
+// would be promoted again.
 //
-// The write runs in a goroutine of its own, off the queue's lock, with a
-// synchronous publish (the intake's async window is not involved), and is
-// sent again until it is stored. Meanwhile the job stays held: kept alive,
-// and holding its place in the prefetch (so a store that cannot take
-// records stops the drain after a prefetch's worth of jobs, bounding what
-// a crash would deliver again). Requires q.mu.
+// The writes run in a goroutine of their own, off the queue's lock, each
+// waiting for its answer, and are sent again until they succeed. Meanwhile
+// the job stays held: its token kept alive, holding its place in the
+// window (so a store that cannot take records stops the drain after a
+// window's worth of jobs, bounding what a crash would deliver again).
+// Requires q.mu.
 func (q *Queue) settleLocked(m natsjs.Msg, term bool) {
-	rec := q.st.recordFor(m)
-	switch {
-	case rec == nil:
-		q.finishLocked(m, term)
-		return
-	case q.recs.gaveUp: // after Close: leave it queued, delivered again
+	if q.recs.gaveUp { // after Close: leave it queued, delivered again
+		q.letGoLocked(m)
 		_ = m.Nak()
 		return
 	}
-	w := &recordWrite{m: m, term: term, rec: rec}
+	w := &recordWrite{m: m, term: term, rec: q.st.recordFor(m), s: q.s}
 	q.unrecorded[m] = w
 	q.recs.wg.Go(func() { q.writeRecord(w) })
 }
 
-// finishLocked acks or terms m: it leaves the stream. Requires q.mu.
+// finishLocked acks or terms m's token: its job left the stream. Requires
+// q.mu.
 func (q *Queue) finishLocked(m natsjs.Msg, term bool) {
 	if term {
 		_ = m.TermWithReason("shaperd: dead-lettered")
@@ -99,13 +104,13 @@ func (q *Queue) finishLocked(m natsjs.Msg, term bool) {
 	q.forgetLocked(m)
 }
 
-// writeRecord is a record write's goroutine: it stores w's record, sending
-// it again after a failure, then settles w's job; it gives up when Close
-// does.
+// writeRecord is a leaving job's goroutine: it stores w's record and
+// deletes the job from its stream, each sent again after a failure, then
+// settles w's token; it gives up when Close does.
 func (q *Queue) writeRecord(w *recordWrite) {
 	wait := recordRetryMin
 	for try := 1; ; try++ {
-		err := q.st.putRecord(q.recs.ctx, w.rec)
+		err := q.leave(w)
 		q.mu.Lock()
 		_, mine := q.unrecorded[w.m] // else Close handed it back
 		if mine && err == nil {
@@ -118,10 +123,10 @@ func (q *Queue) writeRecord(w *recordWrite) {
 		q.mu.Unlock()
 		switch {
 		case recovered:
-			q.st.log.Info("jetstream dedupe records stored again", "downstream", q.name, "stream", q.st.recordStream())
+			q.st.log.Info("jetstream jobs leave their stream again", "downstream", q.name, "stream", q.stream)
 		case err != nil && try == recordWarnAfter:
-			q.st.log.Warn("jetstream dedupe record not stored yet; its job stays queued until it is",
-				"downstream", q.name, "stream", q.st.recordStream(), "tries", try, "error", err.Error())
+			q.st.log.Warn("jetstream job not settled yet (dedupe record, or its removal from the stream); it stays queued until it is",
+				"downstream", q.name, "stream", q.stream, "tries", try, "error", err.Error())
 		}
 		if !mine || err == nil {
 			return
@@ -133,6 +138,27 @@ func (q *Queue) writeRecord(w *recordWrite) {
 		}
 		wait = min(2*wait, recordRetryMax)
 	}
+}
+
+// leave stores w's record, if not stored yet, and deletes its job from
+// the stream (a job gone already is not an error).
+func (q *Queue) leave(w *recordWrite) error {
+	if w.rec != nil {
+		if err := q.st.putRecord(q.recs.ctx, w.rec); err != nil {
+			return err
+		}
+		w.rec = nil
+	}
+	j, ok := w.m.(*jobMsg)
+	if !ok || w.s == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(q.recs.ctx, recordPubWait)
+	defer cancel()
+	if err := w.s.DeleteMsg(ctx, j.seq()); err != nil && !gone(err) {
+		return fmt.Errorf("delete job %d from stream %s: %w", j.seq(), q.stream, err)
+	}
+	return nil
 }
 
 // putRecord stores rec in the records stream and waits for its PubAck (a
@@ -166,6 +192,7 @@ func (q *Queue) waitRecords(d time.Duration) {
 			"downstream", q.name, "jobs", n)
 	}
 	for m := range q.unrecorded {
+		q.letGoLocked(m)
 		_ = m.Nak()
 		delete(q.unrecorded, m)
 	}

@@ -72,7 +72,7 @@ func streamState(t *testing.T, st *Store, js natsjs.JetStream, name string) (msg
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Consumer(ctx, Consumer)
+	c, err := js.Consumer(ctx, st.WindowStream(), st.ConsumerName(name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,11 +25,9 @@ type waitingRetry struct {
 // while the newer jobs fetched meanwhile wait, and the local index starts
 // it first (a retry goes ahead of newer jobs, as in the memory queue). It
 // stays room until it is fetched, or for one pull's wait at most (the
-// server may have handed it to another instance). With levels or fairness
-// the fetcher's room counts the stream's every job already. Requires
-// q.mu.
+// server may have handed it to another instance). Requires q.mu.
 func (q *Queue) retryWaitsLocked(m natsjs.Msg, at time.Time) {
-	if q.indexAll() || q.closed {
+	if q.closed {
 		return
 	}
 	md, err := m.Metadata()

@@ -61,9 +61,11 @@ func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	case pushback: // after the hand-back: not a try either
 		q.handBackLocked([]natsjs.Msg{m})
 	case time.Until(at) > 0:
+		q.letGoLocked(m)
 		q.retryWaitsLocked(m, at)
 		_ = m.NakWithDelay(time.Until(at))
 	default:
+		q.letGoLocked(m)
 		q.retryWaitsLocked(m, time.Now())
 		_ = m.Nak()
 	}

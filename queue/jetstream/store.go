@@ -94,6 +94,7 @@ type Store struct {
 
 	mu      sync.Mutex
 	records natsjs.Stream // the dedupe records' stream, once ensured
+	window  natsjs.Stream // the windows' stream, once ensured
 
 	ledger ledgerStore // the hand-backs' bucket, once found or created
 

@@ -121,20 +121,6 @@ func streamMaxBytes(n int64) int64 {
 	return n
 }
 
-func (st *Store) consumerConfig() natsjs.ConsumerConfig {
-	return natsjs.ConsumerConfig{
-		Durable:        Consumer,
-		Description:    "shaperd drain: one pinned instance at a time",
-		AckPolicy:      natsjs.AckExplicitPolicy,
-		AckWait:        st.set.AckWait,
-		MaxDeliver:     -1, // shaperd terms a job after max_attempts (dead letter first)
-		MaxAckPending:  -1, // retries wait nak'ed in the stream; capacity bounds them
-		PriorityPolicy: natsjs.PriorityPolicyPinned,
-		PinnedTTL:      st.set.PinnedTTL,
-		PriorityGroups: []string{Group},
-	}
-}
-
 // ensure creates downstream's stream and consumer, or checks an existing
 // stream: incompatible settings are an ErrIncompatible naming each; the
 // capacity, byte bound, message size and duplicate window are updated to
@@ -168,13 +154,45 @@ func (st *Store) ensure(ctx context.Context, downstream string, b bounds) (natsj
 			return nil, nil, err
 		}
 	}
+	if err := st.dropLegacyConsumer(ctx, s); err != nil {
+		return nil, nil, err
+	}
+	w, err := st.ensureWindow(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	cc := st.windowConsumer(downstream)
 	rctx, cancel = context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
-	c, err := st.js.CreateOrUpdateConsumer(rctx, want.Name, st.consumerConfig())
+	c, err := st.js.CreateOrUpdateConsumer(rctx, w.CachedInfo().Config.Name, cc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("stream %s: create consumer %s: %w", want.Name, Consumer, err)
+		return nil, nil, fmt.Errorf("stream %s: create consumer %s: %w", w.CachedInfo().Config.Name, cc.Durable, err)
 	}
 	return s, c, nil
+}
+
+// dropLegacyConsumer deletes the consumer the previous version drained a
+// queue's stream with (it fetched the stream's jobs themselves; the drain
+// now reads them in order and delivers tokens of the window), with one
+// log line. The jobs it held stay in the stream and are promoted again;
+// the tries they made are forgotten.
+func (st *Store) dropLegacyConsumer(ctx context.Context, s natsjs.Stream) error {
+	info := s.CachedInfo()
+	if info == nil || info.State.Consumers == 0 {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	err := s.DeleteConsumer(rctx, Consumer)
+	switch {
+	case errors.Is(err, natsjs.ErrConsumerNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stream %s: delete the previous version's consumer %s: %w", info.Config.Name, Consumer, err)
+	}
+	st.log.Info("jetstream queue migrated: its stream is drained through the window; the jobs the previous version's consumer held are queued again, their tries forgotten",
+		"stream", info.Config.Name, "window", st.WindowStream())
+	return nil
 }
 
 // update brings an existing stream's changeable settings to want's: the

@@ -133,14 +133,14 @@ func TestEnqueueFullAndSetCap(t *testing.T) {
 	}
 }
 
-func TestPrefetch(t *testing.T) {
+func TestWindowSize(t *testing.T) {
 	for _, tc := range []struct {
 		rate float64
 		conc int
 		want int
-	}{{1, 1, 1}, {50, 1, 1}, {1000, 1, 20}, {1000, 64, 64}, {1e6, 1, maxPrefetch}} {
-		if got := prefetchFor(QueueSettings{Rate: tc.rate, Concurrency: tc.conc}); got != tc.want {
-			t.Errorf("prefetchFor(rate %g, concurrency %d) = %d, want %d", tc.rate, tc.conc, got, tc.want)
+	}{{1, 1, 1}, {0.5, 1, 1}, {50, 1, 50}, {50, 64, 64}, {1e6, 1, maxWindow}} {
+		if got := windowFor(QueueSettings{Rate: tc.rate, Concurrency: tc.conc}); got != tc.want {
+			t.Errorf("windowFor(rate %g, concurrency %d) = %d, want %d", tc.rate, tc.conc, got, tc.want)
 		}
 	}
 }

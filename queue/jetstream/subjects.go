@@ -11,8 +11,10 @@ import (
 // Subjects of a queue's stream, under its subject <SubjectPrefix>.D (see
 // the package doc's Layout): the least urgent level's jobs (and every job
 // of a queue with one level and no fairness) on .D itself, level L of the
-// more urgent ones on .D.p<L>, and under fairness each key's jobs on
-// .D.k.<token>, the key in base64url without padding.
+// more urgent ones on .D.p<L>; under fairness each key's jobs on
+// .D.k.<token> (the least urgent level) and .D.k.<token>.p<L>, the key in
+// base64url without padding. A subject is what the drain reads in order
+// (the next job of a level, or of a key at a level), so it names both.
 const (
 	levelToken = ".p"
 	keyToken   = ".k."
@@ -27,7 +29,8 @@ func (st *Store) subjects(downstream string) []string {
 	return []string{base, base + ".>"}
 }
 
-// keySubject is the subject of key's jobs under fairness.
+// keySubject is the subject of key's jobs under fairness, at the least
+// urgent level.
 func keySubject(base, key string) string {
 	if key == "" {
 		return base + keyToken + emptyKeyToken
@@ -36,7 +39,7 @@ func keySubject(base, key string) string {
 }
 
 // levelSubject is the subject of level l's jobs in a queue of levels
-// levels (no fairness).
+// levels, under base (.D, or a key's subject under fairness).
 func levelSubject(base string, l, levels int) string {
 	if l >= levels-1 {
 		return base
@@ -46,27 +49,54 @@ func levelSubject(base string, l, levels int) string {
 
 // subjectFor is the subject job is stored on.
 func (q *Queue) subjectFor(job *queue.Job) string {
+	base := q.subject
 	if q.fair {
-		return keySubject(q.subject, job.Key)
+		base = keySubject(q.subject, job.Key)
 	}
 	levels := int(q.levelsNow.Load())
 	if levels <= 1 {
-		return q.subject
+		return base
 	}
-	return levelSubject(q.subject, queue.Level(job, levels), levels)
+	return levelSubject(base, queue.Level(job, levels), levels)
+}
+
+// place is where a subject of a queue's stream puts its jobs in the
+// order: a level and, under fairness, a key.
+type place struct {
+	level int
+	key   string
+	keyed bool // a key's subject (fairness)
+}
+
+// placeOf parses subj, a subject under base, for a queue of levels
+// levels: its .p<L>, else the least urgent level (.D, a key's subject, or
+// a level past the levels: the config has fewer since); and its key.
+func placeOf(base, subj string, levels int) place {
+	p := place{level: levels - 1}
+	rest, ok := strings.CutPrefix(subj, base)
+	if !ok {
+		return p
+	}
+	if tok, ok := strings.CutPrefix(rest, keyToken); ok {
+		tok, rest, _ = strings.Cut(tok, ".")
+		if rest != "" {
+			rest = "." + rest
+		}
+		p.keyed = true
+		if tok != emptyKeyToken {
+			if k, err := base64.RawURLEncoding.DecodeString(tok); err == nil {
+				p.key = string(k)
+			}
+		}
+	}
+	if l, err := strconv.Atoi(strings.TrimPrefix(rest, levelToken)); err == nil && strings.HasPrefix(rest, levelToken) && l >= 0 && l < levels {
+		p.level = l
+	}
+	return p
 }
 
 // levelOfSubject is the level a message stored on subj counts in, of
-// levels levels: its .p<L>, else the least urgent (a job of .D, of a key's
-// subject, or of a level past the levels: the config has fewer since).
+// levels levels (placeOf).
 func levelOfSubject(base, subj string, levels int) int {
-	rest, ok := strings.CutPrefix(subj, base+levelToken)
-	if !ok {
-		return levels - 1
-	}
-	l, err := strconv.Atoi(rest)
-	if err != nil || l < 0 || l >= levels {
-		return levels - 1
-	}
-	return l
+	return placeOf(base, subj, levels).level
 }
