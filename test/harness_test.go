@@ -189,6 +189,7 @@ type downstream struct {
 
 type hit struct {
 	at      time.Time
+	path    string
 	body    string
 	jobID   string
 	attempt int
@@ -207,7 +208,7 @@ func (ds *downstream) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	attempt, _ := strconv.Atoi(r.Header.Get("Shaper-Attempt"))
 	ds.mu.Lock()
-	ds.hits = append(ds.hits, hit{at: time.Now(), body: string(body), jobID: r.Header.Get("Shaper-Job-Id"),
+	ds.hits = append(ds.hits, hit{at: time.Now(), path: r.URL.Path, body: string(body), jobID: r.Header.Get("Shaper-Job-Id"),
 		attempt: attempt, idem: r.Header.Get("Idempotency-Key"), header: r.Header.Clone()})
 	n := len(ds.hits)
 	ds.inflight++

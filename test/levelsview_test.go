@@ -78,3 +78,34 @@ func countsWrong(t *testing.T, in *instance, levels []int, delayed int) []string
 	}
 	return wrong
 }
+
+// On jetstream every instance reads the levels and the delayed jobs from
+// the streams: an instance that is not the drainer shows the same counts
+// as the drainer.
+func TestLevelsSameOnEveryInstance(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	conf := baseConfig(prioLaneOn("jetstream", "api", "20/s", 100, 3, ds.URL))
+	in, other := startDaemon(t, srv, conf), startDaemon(t, srv, conf)
+	in.do(t, http.MethodPost, "/v1/downstreams/api/pause", http.StatusOK)
+	for i, h := range []map[string]string{
+		{"Shaper-Priority": "0"}, nil, nil, {"Shaper-Priority": "1"}, {"Shaper-Priority": "2"},
+		{"Shaper-Priority": "0", "Shaper-Delay": "1h"}, {"Shaper-Delay": "1h"},
+	} {
+		if r := in.request(t, "shaper.jobs.api", []byte(fmt.Sprint(i)), h); r.Status != "accepted" {
+			t.Fatalf("job %d (%v): %+v", i, h, r)
+		}
+	}
+	for name, at := range map[string]*instance{"first": in, "second": other} {
+		var wrong []string
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			if wrong = countsWrong(t, at, []int{1, 1, 3}, 2); len(wrong) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, w := range wrong {
+			t.Errorf("%s instance: %s", name, w)
+		}
+	}
+}
