@@ -208,6 +208,7 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 		}
 		if ci.NumPending == 0 && ci.NumAckPending == 0 && q.idleLocked() {
 			q.srcs.reset() // no token anywhere: every job in the stream is to promote
+			q.buffered = 0
 		}
 	}
 	q.expirePromotedLocked(time.Now())

@@ -27,18 +27,18 @@ import (
 type source struct {
 	subject string
 	place
-	count   int                  // messages on it, best known
-	out     int                  // of them, promoted and still in the stream
-	stored  uint64               // the last sequence this instance stored on it
-	cursor  uint64               // the last sequence promoted
-	head    *natsjs.RawStreamMsg // read, waiting for its turn
+	count   int                    // messages on it, best known
+	out     int                    // of them, promoted and still in the stream
+	stored  uint64                 // the last sequence this instance stored on it
+	cursor  uint64                 // the last sequence read
+	buf     []*natsjs.RawStreamMsg // read, waiting for their turn, in order
 	deficit int
 	visited bool // given its quantum on this visit
 	ringed  bool
 }
 
 // pending reports whether the source may have a job to promote.
-func (s *source) pending() bool { return s.head != nil || s.count > s.out }
+func (s *source) pending() bool { return len(s.buf) > 0 || s.count > s.out+len(s.buf) }
 
 // sources are a queue's subjects, and for each level those that may have
 // jobs to promote, in turn. Requires the queue's mutex.
@@ -133,7 +133,7 @@ func (ss *sources) refreshed(base string, counts map[string]uint64, lastSeq uint
 			s.count++
 		}
 		s.out = min(s.out, s.count)
-		if s.count == 0 && s.head == nil && !s.ringed {
+		if s.count == 0 && len(s.buf) == 0 && !s.ringed {
 			delete(ss.by, subj)
 			continue
 		}
@@ -145,7 +145,7 @@ func (ss *sources) refreshed(base string, counts map[string]uint64, lastSeq uint
 // again (a duplicate token is stored once, and dropped by the fetcher).
 func (ss *sources) reset() {
 	for _, s := range ss.by {
-		s.cursor, s.out, s.head = 0, 0, nil
+		s.cursor, s.out, s.buf = 0, 0, nil
 		ss.ringLocked(s)
 	}
 }
@@ -209,89 +209,180 @@ func (q *Queue) promote() {
 	}
 }
 
-// promoteSome promotes jobs while the window has room, and reports
-// whether it promoted any.
+// pick is a job chosen for the window, from src.
+type pick struct {
+	src *source
+	job *natsjs.RawStreamMsg
+}
+
+// maxRead bounds the jobs one read of a subject asks for.
+const maxRead = 64
+
+// promoteSome promotes jobs while the window has room, reading the
+// subjects whose turn it is as it goes, and reports whether it promoted
+// any. Each round's tokens are stored together (their PubAcks awaited
+// once).
 func (q *Queue) promoteSome() bool {
-	any := false
+	promoted := false
 	for q.ctx.Err() == nil {
 		q.mu.Lock()
-		s := q.s
-		var src *source
-		if s != nil && !q.closed && q.mayPromoteLocked() && q.roomLocked(time.Now()) > 0 {
-			src = q.srcs.current(q.weightLocked)
-		}
-		var head *natsjs.RawStreamMsg
+		picks, need, n := q.pickLocked(time.Now())
 		var cursor uint64
-		if src != nil {
-			head, cursor = src.head, src.cursor
+		if need != nil {
+			cursor = need.cursor
 		}
 		q.mu.Unlock()
-		if src == nil {
-			return any
-		}
-		if head == nil {
-			m, err := q.readNext(s, src.subject, cursor)
-			q.mu.Lock()
-			switch {
-			case gone(err): // nothing past the cursor: the count was stale
-				src.count = src.out
-				q.srcs.pass(src)
-			case err != nil:
-				q.mu.Unlock()
-				q.st.log.Debug("jetstream promotion read failed; retrying", "stream", q.stream, "error", err.Error())
-				return any
-			case src.cursor == cursor: // else reset meanwhile: read again
-				src.head = m
+		switch {
+		case len(picks) > 0:
+			if !q.sendTokens(picks) {
+				return promoted
 			}
-			q.mu.Unlock()
-			continue
+			promoted = true
+		case need != nil:
+			if !q.read(need, cursor, n) {
+				return promoted
+			}
+		default:
+			return promoted
 		}
-		q.mu.Lock()
+	}
+	return promoted
+}
+
+// pickLocked chooses the jobs for the window's room, in the order, from
+// what the sources have read; each is booked promoted (its token not
+// stored yet). When the source whose turn it is has nothing read, the
+// choice stops there: need is that source, to be read (n jobs at most)
+// before the order goes on. Requires q.mu.
+func (q *Queue) pickLocked(now time.Time) (picks []pick, need *source, n int) {
+	if q.s == nil || q.closed || !q.mayPromoteLocked() {
+		return nil, nil, 0
+	}
+	for room := q.roomLocked(now); room > 0; {
+		src := q.srcs.current(q.weightLocked)
+		if src == nil {
+			break
+		}
+		if len(src.buf) == 0 {
+			if len(picks) == 0 {
+				need, n = src, min(max(room, q.windowLocked()-q.buffered, 1), maxRead)
+			}
+			break
+		}
+		head := src.buf[0]
 		cost := jobCost(head)
 		if cost > src.deficit && !q.srcs.alone(src) {
 			q.srcs.pass(src)
-			q.mu.Unlock()
 			continue
 		}
-		// Known before the token is stored: its fetch may come before
-		// sendToken returns.
-		q.promoted[head.Sequence] = promotedJob{msg: head, at: time.Now()}
-		q.mu.Unlock()
+		src.buf[0] = nil
+		src.buf = src.buf[1:]
+		q.buffered--
+		src.out++
+		if src.deficit = max(src.deficit-cost, 0); src.deficit == 0 {
+			q.srcs.pass(src)
+		}
+		// Known before the token is stored: its fetch may come first.
+		q.promoted[head.Sequence] = promotedJob{msg: head, at: now}
+		picks = append(picks, pick{src, head})
+		room--
+	}
+	return picks, need, n
+}
+
+// read reads up to n jobs of src after cursor into its buffer (unless
+// src was reset meanwhile); a subject with none past the cursor has its
+// count corrected. It reports whether the promoter may go on.
+func (q *Queue) read(src *source, cursor uint64, n int) bool {
+	ctx, cancel := context.WithTimeout(q.ctx, RequestTimeout)
+	msgs, left, err := q.st.readBatch(ctx, q.stream, src.subject, cursor+1, n)
+	cancel()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	switch {
+	case gone(err): // nothing past the cursor: the count was stale
+		src.count = src.out
+		q.srcs.pass(src)
+	case err != nil:
+		q.st.log.Debug("jetstream promotion read failed; retrying", "stream", q.stream, "subject", src.subject, "error", err.Error())
+		return false
+	case src.cursor == cursor && len(msgs) > 0: // else reset meanwhile: read again
+		src.buf = append(src.buf, msgs...)
+		q.buffered += len(msgs)
+		src.cursor = msgs[len(msgs)-1].Sequence
+		src.count = src.out + len(src.buf) + int(left)
+	}
+	return true
+}
+
+// sendTokens stores the picks' tokens (a job due more than the lead ahead
+// gets its level's delayed token) and waits for their PubAcks. A source
+// whose token failed is read again from its first pick of the round (the
+// tokens stored of it meanwhile are answered as duplicates then). It
+// reports whether every token was stored.
+func (q *Queue) sendTokens(picks []pick) bool {
+	now := time.Now()
+	futs := make([]natsjs.PubAckFuture, len(picks))
+	var failed error
+	for i, p := range picks {
 		subj := q.st.windowSubject(q.name)
-		if unixNano(head.Header.Get(hdrNotBefore)).After(time.Now().Add(delayLead)) {
-			subj = q.st.delayedSubject(q.name, src.level)
+		if unixNano(p.job.Header.Get(hdrNotBefore)).After(now.Add(delayLead)) {
+			subj = q.st.delayedSubject(q.name, p.src.level)
 		}
-		err := q.sendToken(subj, head.Sequence, "")
-		q.mu.Lock()
-		if err != nil {
-			delete(q.promoted, head.Sequence)
-			q.mu.Unlock()
-			q.st.log.Debug("jetstream promotion failed; retrying", "stream", q.stream, "error", err.Error())
-			return any
+		if futs[i], failed = q.st.js.PublishMsgAsync(q.st.token(subj, q.name, p.job.Sequence, "")); failed != nil {
+			futs = futs[:i]
+			break
 		}
-		if src.head == head {
-			src.head, src.cursor = nil, head.Sequence
-			src.out++
-			src.deficit = max(src.deficit-cost, 0)
-			if src.deficit == 0 {
-				q.srcs.pass(src)
+	}
+	wait := time.NewTimer(RequestTimeout)
+	defer wait.Stop()
+	ok := make([]bool, len(picks))
+	for i, f := range futs {
+		select {
+		case <-f.Ok():
+			ok[i] = true
+		case err := <-f.Err():
+			failed = err
+		case <-wait.C:
+			failed = context.DeadlineExceeded
+		case <-q.ctx.Done():
+			failed = q.ctx.Err()
+		}
+		if failed != nil && !ok[i] {
+			break
+		}
+	}
+	if failed == nil {
+		return true
+	}
+	q.st.log.Debug("jetstream promotion failed; retrying", "stream", q.stream, "error", failed.Error())
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	redo := map[*source]uint64{}
+	for i, p := range picks {
+		if !ok[i] {
+			if first, seen := redo[p.src]; !seen || p.job.Sequence < first {
+				redo[p.src] = p.job.Sequence
 			}
 		}
-		q.mu.Unlock()
-		any = true
 	}
-	return any
+	for _, p := range picks {
+		if first, again := redo[p.src]; again && p.job.Sequence >= first {
+			delete(q.promoted, p.job.Sequence)
+			p.src.out = max(p.src.out-1, 0)
+		}
+	}
+	for src, first := range redo {
+		q.buffered -= len(src.buf)
+		src.buf, src.cursor = nil, first-1
+		q.srcs.ringLocked(src)
+	}
+	return false
 }
 
-// readNext reads the first job after seq on subject.
-func (q *Queue) readNext(s natsjs.Stream, subject string, seq uint64) (*natsjs.RawStreamMsg, error) {
-	ctx, cancel := context.WithTimeout(q.ctx, RequestTimeout)
-	defer cancel()
-	return s.GetMsg(ctx, seq+1, natsjs.WithGetMsgSubject(subject))
-}
-
-// sendToken stores the token of the job at seq on subject and waits for
-// its PubAck (a duplicate's too: the job has its token).
+// sendToken stores the token of the job at seq on subject (suffix: see
+// token) and waits for its PubAck (a duplicate's too: the job has its
+// token).
 func (q *Queue) sendToken(subject string, seq uint64, suffix string) error {
 	ctx, cancel := context.WithTimeout(q.ctx, RequestTimeout)
 	defer cancel()

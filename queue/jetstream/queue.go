@@ -69,6 +69,7 @@ type Queue struct {
 	scratch    []int                    // Counts' scratch space
 	srcs       sources                  // the stream's subjects, as the promoter knows them
 	promoted   map[uint64]promotedJob   // promoted here, token not fetched yet, by job sequence
+	buffered   int                      // jobs the sources read and hold for their turn
 	origins    map[uint64]struct{}      // jobs whose token this instance holds, by job sequence
 	weights    map[string]int           // fairness: weight by key
 	pinSeen    string                   // the pin id of this instance's last fetched token

@@ -97,6 +97,9 @@ func (st *Store) streamConfig(downstream string, b bounds) natsjs.StreamConfig {
 		Discard:     natsjs.DiscardNew,
 		MaxMsgSize:  st.set.MaxMsgSize,
 		Duplicates:  st.set.DedupeWindow,
+		// The promoter reads each subject's next jobs in batches (a direct
+		// get of a batch).
+		AllowDirect: true,
 		// Under fairness each key's jobs are on a subject of their own:
 		// the server bounds each key for every instance and producer.
 		MaxMsgsPerSubject:    streamMaxPerKey(b.perKey),
@@ -203,12 +206,13 @@ func (st *Store) update(ctx context.Context, s natsjs.Stream, have, want natsjs.
 	migrate := !slices.Equal(have.Subjects, want.Subjects)
 	if have.MaxMsgs == want.MaxMsgs && have.MaxBytes == want.MaxBytes && have.MaxMsgSize == want.MaxMsgSize &&
 		have.Duplicates == want.Duplicates && have.MaxMsgsPerSubject == want.MaxMsgsPerSubject &&
-		have.DiscardNewPerSubject == want.DiscardNewPerSubject && !migrate {
+		have.DiscardNewPerSubject == want.DiscardNewPerSubject && have.AllowDirect == want.AllowDirect && !migrate {
 		return s, nil
 	}
 	upd := have
 	upd.MaxMsgs, upd.MaxBytes, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxBytes, want.MaxMsgSize, want.Duplicates
 	upd.MaxMsgsPerSubject, upd.DiscardNewPerSubject, upd.Subjects = want.MaxMsgsPerSubject, want.DiscardNewPerSubject, want.Subjects
+	upd.AllowDirect = want.AllowDirect
 	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	s, err := UpdateKeepingRoom(rctx, st.js, upd, have.MaxBytes, st.log, "jobs")
