@@ -72,7 +72,7 @@ func (q *Queue) Counts(now time.Time, levels []int) int {
 func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
 	k := len(q.levelDepth)
 	if k == 0 {
-		n := len(q.taken) + len(q.held) + len(q.unrecorded) + q.index.soonAfter(later(at, job.NotBefore), nil)
+		n := len(q.taken) + q.held.len() + len(q.unrecorded) + q.index.soonAfter(later(at, job.NotBefore), nil)
 		if !job.NotBefore.After(at) {
 			for _, c := range q.delayedBy {
 				n += c
@@ -89,7 +89,7 @@ func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
 			n++
 		}
 	}
-	for m := range q.held {
+	for m := range q.held.at {
 		if inSubject(m) {
 			n++
 		}

@@ -250,7 +250,7 @@ func (q *Queue) readDelayed(ctx context.Context) []int {
 // idleLocked reports whether this instance holds no job of the window.
 // Requires q.mu.
 func (q *Queue) idleLocked() bool {
-	return len(q.promoted) == 0 && q.index.len() == 0 && len(q.taken) == 0 && len(q.held) == 0 && len(q.unrecorded) == 0
+	return len(q.promoted) == 0 && q.index.len() == 0 && len(q.taken) == 0 && q.held.len() == 0 && len(q.unrecorded) == 0
 }
 
 // endLevelsLocked ends the levels' refresh begun for levels levels with
@@ -314,7 +314,7 @@ func (q *Queue) inProgress() {
 	for _, m := range q.taken {
 		_ = m.InProgress()
 	}
-	for m := range q.held {
+	for m := range q.held.at {
 		_ = m.InProgress()
 	}
 	for m := range q.unrecorded {

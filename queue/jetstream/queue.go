@@ -53,9 +53,9 @@ type Queue struct {
 
 	mu      sync.Mutex
 	keyConc bool
-	index   index                      // fetched, not taken
-	taken   map[*queue.Job]natsjs.Msg  // started, not yet acked or termed
-	held    map[natsjs.Msg]*time.Timer // delivered, ack held to the end of the job's slot (Ack)
+	index   index                     // fetched, not taken
+	taken   map[*queue.Job]natsjs.Msg // started, not yet acked or termed
+	held    heldAcks                  // delivered, ack held to the end of the job's slot (Ack)
 	// unrecorded are due to leave the stream (ack or term) once their
 	// dedupe record is stored; see settleLocked.
 	unrecorded map[natsjs.Msg]*recordWrite
@@ -132,7 +132,7 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name), fair: ls.Fairness,
 		win: windowFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1), pwake: make(chan struct{}, 1),
-		taken: map[*queue.Job]natsjs.Msg{}, held: map[natsjs.Msg]*time.Timer{}, bounds: ls.bounds(),
+		taken: map[*queue.Job]natsjs.Msg{}, bounds: ls.bounds(),
 		unrecorded: map[natsjs.Msg]*recordWrite{}, ledger: map[uint64]ledgerEntry{},
 		retries: map[uint64]*waitingRetry{}, promoted: map[uint64]promotedJob{}, origins: map[uint64]struct{}{},
 	}
@@ -141,6 +141,7 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 		Priorities: ls.Priorities, MaxBytes: ls.MaxBytes})
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	q.recs.ctx, q.recs.cancel = context.WithCancel(context.Background())
+	q.recs.left = make(chan struct{}, 1)
 	return q, nil
 }
 
@@ -178,9 +179,8 @@ func (q *Queue) handBack() {
 		q.handBackLocked(q.index.release())
 		q.forgetRetriesLocked()
 	}
-	for m, t := range q.held { // delivered: ack now rather than lose the ack
-		t.Stop()
-		q.ackLocked(m)
+	for _, m := range q.held.all() { // delivered: ack now rather than lose the ack
+		q.settleLocked(m, false)
 	}
 }
 

@@ -1,6 +1,7 @@
 package jetstream
 
 import (
+	"container/heap"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -13,6 +14,7 @@ import (
 // started in does in the memory queue, so a burst into an idle downstream
 // accepts exactly min(N, capacity) on either backend. A crash while an ack
 // is held redelivers that one job (at most the last start per downstream).
+// The held acks share one timer (heldAcks).
 func (q *Queue) Ack(job *queue.Job, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -21,25 +23,111 @@ func (q *Queue) Ack(job *queue.Job, at time.Time) {
 		return
 	}
 	delete(q.taken, job)
-	d := time.Until(at)
-	if d <= 0 || q.closed {
+	if !at.After(time.Now()) || q.closed {
 		q.ackLocked(m)
 		return
 	}
-	q.held[m] = time.AfterFunc(d, func() {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		if _, ok := q.held[m]; ok { // else Close acked it already
-			q.ackLocked(m)
-		}
-	})
+	q.held.hold(m, at, q.ackDue)
+}
+
+// ackDue acks the held acks due by now (heldAcks' timer).
+func (q *Queue) ackDue() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, m := range q.held.due(time.Now()) {
+		q.ackLocked(m)
+	}
 }
 
 // ackLocked acks m, once its dedupe record is stored, and forgets it.
 // Requires q.mu.
 func (q *Queue) ackLocked(m natsjs.Msg) {
-	delete(q.held, m)
+	q.held.forget(m)
 	q.settleLocked(m, false)
+}
+
+// heldAcks are the acks held to the ends of their jobs' slots, in the
+// order they are due, on one timer for all of them. Requires the queue's
+// mutex.
+type heldAcks struct {
+	at    map[natsjs.Msg]time.Time
+	order heldHeap
+	t     *time.Timer
+}
+
+// len is the number of held acks.
+func (h *heldAcks) len() int { return len(h.at) }
+
+// hold holds m's ack until at; fire is called (without the queue's lock)
+// when the earliest held ack is due.
+func (h *heldAcks) hold(m natsjs.Msg, at time.Time, fire func()) {
+	if h.at == nil {
+		h.at = map[natsjs.Msg]time.Time{}
+	}
+	h.at[m] = at
+	heap.Push(&h.order, heldAck{m, at})
+	if h.order[0].m != m {
+		return // an earlier one is due first: the timer is set for it
+	}
+	if h.t == nil {
+		h.t = time.AfterFunc(time.Until(at), fire)
+		return
+	}
+	h.t.Reset(time.Until(at))
+}
+
+// due takes the held acks due at now, earliest first, and sets the timer
+// for the next.
+func (h *heldAcks) due(now time.Time) []natsjs.Msg {
+	var out []natsjs.Msg
+	for len(h.order) > 0 && !h.order[0].at.After(now) {
+		a := heap.Pop(&h.order).(heldAck)
+		if at, ok := h.at[a.m]; ok && at.Equal(a.at) { // else acked already
+			delete(h.at, a.m)
+			out = append(out, a.m)
+		}
+	}
+	if len(h.order) > 0 && h.t != nil {
+		h.t.Reset(time.Until(h.order[0].at))
+	}
+	return out
+}
+
+// forget drops m's held ack (acked now).
+func (h *heldAcks) forget(m natsjs.Msg) { delete(h.at, m) }
+
+// all returns every held ack and forgets them (Close acks them now).
+func (h *heldAcks) all() []natsjs.Msg {
+	out := make([]natsjs.Msg, 0, len(h.at))
+	for m := range h.at {
+		out = append(out, m)
+	}
+	clear(h.at)
+	h.order = h.order[:0]
+	if h.t != nil {
+		h.t.Stop()
+	}
+	return out
+}
+
+type heldAck struct {
+	m  natsjs.Msg
+	at time.Time
+}
+
+// heldHeap is a min-heap of held acks by the instant they are due.
+type heldHeap []heldAck
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h heldHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *heldHeap) Push(x any)        { *h = append(*h, x.(heldAck)) }
+func (h *heldHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = heldAck{}
+	*h = old[:len(old)-1]
+	return x
 }
 
 // RetryLater naks job with the delay until at, so the retry waits in the
