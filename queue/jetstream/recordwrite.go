@@ -41,8 +41,9 @@ type recordWrites struct {
 	ctx     context.Context // cancelled when Close gives up
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	gaveUp  bool // Close stopped waiting: later jobs are left queued (under q.mu)
-	failing bool // a write failed and none succeeded since (under q.mu)
+	left    chan struct{} // cap 1: a job left its stream (waitRecords)
+	gaveUp  bool          // Close stopped waiting: later jobs are left queued (under q.mu)
+	failing bool          // a write failed and none succeeded since (under q.mu)
 }
 
 // recordFor returns the record to store before m leaves its stream: its
@@ -116,7 +117,11 @@ func (q *Queue) writeRecord(w *recordWrite) {
 		if mine && err == nil {
 			delete(q.unrecorded, w.m)
 			q.finishLocked(w.m, w.term)
-			q.signal() // its place in the prefetch is free
+			q.signal() // its place in the window is free
+			select {
+			case q.recs.left <- struct{}{}: // for waitRecords
+			default:
+			}
 		}
 		recovered := err == nil && q.recs.failing
 		q.recs.failing = err != nil
@@ -176,13 +181,21 @@ func (st *Store) putRecord(ctx context.Context, rec *nats.Msg) error {
 // settled from now on are left queued the same way. It returns once every
 // write's goroutine has ended.
 func (q *Queue) waitRecords(d time.Duration) {
-	for deadline := time.Now().Add(d); ; time.Sleep(10 * time.Millisecond) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	for {
 		q.mu.Lock()
 		n := len(q.unrecorded)
 		q.mu.Unlock()
-		if n == 0 || time.Now().After(deadline) {
+		if n == 0 {
 			break
 		}
+		select {
+		case <-q.recs.left:
+			continue
+		case <-deadline.C:
+		}
+		break
 	}
 	q.mu.Lock()
 	q.recs.gaveUp = true

@@ -24,9 +24,10 @@ type recordTable struct {
 	byID     map[string]record
 	fifo     []arrival // in the order records arrived; head is the first live index
 	head     int
-	lastSeq  uint64    // the last record's stream sequence seen
-	caughtUp bool      // every record stored in the stream so far is here
-	partial  time.Time // until then a miss is no answer (records were dropped for the bound)
+	lastSeq  uint64        // the last record's stream sequence seen
+	caughtUp bool          // every record stored in the stream so far is here
+	caught   chan struct{} // closed while caughtUp; a new one while behind
+	partial  time.Time     // until then a miss is no answer (records were dropped for the bound)
 }
 
 // record is one id's job and when that job was accepted.
@@ -46,7 +47,7 @@ type arrival struct {
 }
 
 func newRecordTable(window time.Duration, maxRecords int) *recordTable {
-	return &recordTable{window: window, max: maxRecords, byID: map[string]record{}}
+	return &recordTable{window: window, max: maxRecords, byID: map[string]record{}, caught: make(chan struct{})}
 }
 
 // get returns the job id recorded for id within the window at now. sure
@@ -70,8 +71,9 @@ func (t *recordTable) put(now time.Time, seq uint64, id, jobID string, at time.T
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lastSeq = max(t.lastSeq, seq)
-	if pending == 0 {
+	if pending == 0 && !t.caughtUp {
 		t.caughtUp = true
+		close(t.caught)
 	}
 	t.expireLocked(now)
 	if id == "" || jobID == "" || now.Sub(at) >= t.window {
@@ -131,7 +133,20 @@ func (t *recordTable) status() (lastSeq uint64, caughtUp bool) {
 func (t *recordTable) setCaughtUp(ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	switch {
+	case ok && !t.caughtUp:
+		close(t.caught)
+	case !ok && t.caughtUp:
+		t.caught = make(chan struct{})
+	}
 	t.caughtUp = ok
+}
+
+// caughtUpChan returns a channel closed once the table is caught up.
+func (t *recordTable) caughtUpChan() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.caught
 }
 
 // size is the number of records held.

@@ -123,15 +123,11 @@ func (st *Store) checkCatchUp(s natsjs.Stream) {
 
 // waitRecords waits until the table caught up with the records stream.
 func (st *Store) waitRecords(ctx context.Context) error {
-	for {
-		if _, ok := st.table.status(); ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (stream %s): %w", ErrRecordsLoading, st.recordStream(), ctx.Err())
-		case <-time.After(10 * time.Millisecond):
-		}
+	select {
+	case <-st.table.caughtUpChan():
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%w (stream %s): %w", ErrRecordsLoading, st.recordStream(), ctx.Err())
 	}
 }
 
