@@ -23,10 +23,12 @@ import (
 // It builds shaperd and nats-server (the version in go.mod) and runs them
 // as processes, so that shaperd's own memory is seen. Downstream deep
 // (priorities: 3, fairness: key, rate 2 000/s, concurrency 16, paused) is
-// filled with 1 000 000 jobs of 1 KiB over 1 000 keys and three levels.
-// It reports shaperd's RSS before and after; intake (64 producers) into
-// that queue against an empty one of the same settings, in alternate
-// rounds; then kill -9 and a restart with the backlog: time to ready,
+// filled with 850 000 jobs of 1 KiB over 1 000 keys and three levels; three
+// rounds of 50 000 more, alternating with 50 000 into an empty queue of
+// the same settings, measure intake (64 producers) into the deep queue
+// against the shallow one, and leave the deep queue 1 000 000 deep (its
+// capacity, the largest there is). It reports shaperd's RSS before and
+// after; then kill -9 and a restart with the backlog: time to ready,
 // RSS, the first start after resume, and the achieved drain rate over
 // 10 s against the configured 2 000/s. Last, the same fill into shaperd
 // with its embedded NATS server: the whole process's RSS.
@@ -40,12 +42,12 @@ downstreams:
   deep:
     rate: 2000/s
     concurrency: 16
-    queue: { priorities: 3, fairness: key, capacity: 1100000, backend: jetstream }
+    queue: { priorities: 3, fairness: key, capacity: 1000000, backend: jetstream }
     sink: { http: { url: %[1]q, timeout: 5s } }
   empty:
     rate: 2000/s
     concurrency: 16
-    queue: { priorities: 3, fairness: key, capacity: 1100000, backend: jetstream }
+    queue: { priorities: 3, fairness: key, capacity: 1000000, backend: jetstream }
     sink: { http: { url: %[1]q, timeout: 5s } }
 `
 
@@ -86,21 +88,25 @@ func TestBacklogBench(t *testing.T) {
 	p.post(t, "/v1/downstreams/deep/pause")
 	p.post(t, "/v1/downstreams/empty/pause")
 	mib := func(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+	heap := func(p *proc) string { // the Go heap in use: what is live, against the RSS
+		in := &instance{admin: p.admin}
+		return mib(int64(in.metric(t, "go_memstats_heap_inuse_bytes")))
+	}
 	rss0 := rssBytes(t, p.cmd.Process.Pid)
 	filled := time.Now()
-	rate := benchFill(t, nc, "shaper.jobs.deep", n, 0)
+	rate := benchFill(t, nc, "shaper.jobs.deep", n-150_000, 0)
 	rss1 := rssBytes(t, p.cmd.Process.Pid)
 	t.Logf("filled deep with %d jobs in %v (%.0f accepted/s); shaperd RSS %s before, %s after (+%s)",
-		n, time.Since(filled).Round(time.Second), rate, mib(rss0), mib(rss1), mib(rss1-rss0))
+		n-150_000, time.Since(filled).Round(time.Second), rate, mib(rss0), mib(rss1), mib(rss1-rss0))
 
 	for round := range 3 {
 		for _, to := range []string{"empty", "deep"} {
-			r := benchFill(t, nc, "shaper.jobs."+to, 50_000, n+round*50_000)
+			r := benchFill(t, nc, "shaper.jobs."+to, 50_000, n-150_000+round*50_000)
 			t.Logf("round %d: intake into %s: %.0f accepted/s", round+1, to, r)
 		}
 	}
 	rss2 := rssBytes(t, p.cmd.Process.Pid)
-	t.Logf("shaperd RSS after the intake rounds: %s", mib(rss2))
+	t.Logf("shaperd RSS with deep %d jobs deep (and 150 000 in empty): %s, +%s since start; Go heap in use %s", n, mib(rss2), mib(rss2-rss0), heap(p))
 
 	p.kill(t)
 	p, ready := start()
@@ -118,9 +124,9 @@ func TestBacklogBench(t *testing.T) {
 	time.Sleep(10 * time.Second)
 	got := len(ds.snapshot()) - mark
 	rss5 := rssBytes(t, p.cmd.Process.Pid)
-	t.Logf("drain with the backlog: %d starts in %v = %.1f/s against 2000/s (%.2f %%); RSS %s",
+	t.Logf("drain with the backlog: %d starts in %v = %.1f/s against 2000/s (%.2f %%); RSS %s, Go heap in use %s",
 		got, time.Since(from).Round(time.Millisecond), float64(got)/time.Since(from).Seconds(),
-		100*float64(got)/time.Since(from).Seconds()/2000, mib(rss5))
+		100*float64(got)/time.Since(from).Seconds()/2000, mib(rss5), heap(p))
 	p.kill(t)
 
 	// The embedded server: the whole process.

@@ -3,6 +3,8 @@ package jetstream
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
@@ -221,16 +223,12 @@ const maxRead = 64
 // promoteSome promotes jobs while the window has room, reading the
 // subjects whose turn it is as it goes, and reports whether it promoted
 // any. Each round's tokens are stored together (their PubAcks awaited
-// once).
+// once), and the subjects to read next are read together.
 func (q *Queue) promoteSome() bool {
 	promoted := false
 	for q.ctx.Err() == nil {
 		q.mu.Lock()
-		picks, need, n := q.pickLocked(time.Now())
-		var cursor uint64
-		if need != nil {
-			cursor = need.cursor
-		}
+		picks, need := q.pickLocked(time.Now())
 		q.mu.Unlock()
 		switch {
 		case len(picks) > 0:
@@ -238,8 +236,8 @@ func (q *Queue) promoteSome() bool {
 				return promoted
 			}
 			promoted = true
-		case need != nil:
-			if !q.read(need, cursor, n) {
+		case len(need) > 0:
+			if !q.readAll(need) {
 				return promoted
 			}
 		default:
@@ -249,14 +247,25 @@ func (q *Queue) promoteSome() bool {
 	return promoted
 }
 
+// toRead is a source to read: up to n jobs after cursor.
+type toRead struct {
+	src    *source
+	cursor uint64
+	n      int
+}
+
+// maxReads bounds the subjects read at once.
+const maxReads = 32
+
 // pickLocked chooses the jobs for the window's room, in the order, from
 // what the sources have read; each is booked promoted (its token not
 // stored yet). When the source whose turn it is has nothing read, the
-// choice stops there: need is that source, to be read (n jobs at most)
-// before the order goes on. Requires q.mu.
-func (q *Queue) pickLocked(now time.Time) (picks []pick, need *source, n int) {
+// choice stops there: need is that source and the next ones of its level
+// with nothing read (at most maxReads), to be read before the order goes
+// on. Requires q.mu.
+func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 	if q.s == nil || q.closed || !q.mayPromoteLocked() {
-		return nil, nil, 0
+		return nil, nil
 	}
 	for room := q.roomLocked(now); room > 0; {
 		src := q.srcs.current(q.weightLocked)
@@ -265,7 +274,7 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need *source, n int) {
 		}
 		if len(src.buf) == 0 {
 			if len(picks) == 0 {
-				need, n = src, min(max(room, q.windowLocked()-q.buffered, 1), maxRead)
+				need = q.toReadLocked(src)
 			}
 			break
 		}
@@ -287,7 +296,51 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need *source, n int) {
 		picks = append(picks, pick{src, head})
 		room--
 	}
-	return picks, need, n
+	return picks, need
+}
+
+// toReadLocked is src, whose turn it is, and the sources after it in its
+// level's turn that have nothing read, at most maxReads. Requires q.mu.
+func (q *Queue) toReadLocked(src *source) []toRead {
+	need := []toRead{{src, src.cursor, q.readSizeLocked(src)}}
+	ring := q.srcs.ring[src.level]
+	for i := 1; i < len(ring) && len(need) < maxReads; i++ {
+		s := ring[(q.srcs.turn[src.level]+i)%len(ring)]
+		if s != src && len(s.buf) == 0 && s.pending() {
+			need = append(need, toRead{s, s.cursor, q.readSizeLocked(s)})
+		}
+	}
+	return need
+}
+
+// readAll reads the sources in need at once; it reports whether the
+// promoter may go on (no read failed).
+func (q *Queue) readAll(need []toRead) bool {
+	if len(need) == 1 {
+		return q.read(need[0].src, need[0].cursor, need[0].n)
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Bool
+	for _, r := range need {
+		wg.Go(func() {
+			if !q.read(r.src, r.cursor, r.n) {
+				failed.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	return !failed.Load()
+}
+
+// readSizeLocked is how many jobs to read of src at once: its share of
+// the window among its level's subjects (a level's or a key's jobs are
+// spread over the stream: a read of many of one key's jobs among many
+// keys touches much of the stream for jobs whose turn is far off), within
+// what the window leaves unread, at least one and at most maxRead.
+// Requires q.mu.
+func (q *Queue) readSizeLocked(src *source) int {
+	share := q.windowLocked() / max(len(q.srcs.ring[src.level]), 1)
+	return min(max(min(share, q.windowLocked()-q.buffered), 1), maxRead)
 }
 
 // read reads up to n jobs of src after cursor into its buffer (unless
@@ -301,8 +354,7 @@ func (q *Queue) read(src *source, cursor uint64, n int) bool {
 	defer q.mu.Unlock()
 	switch {
 	case gone(err): // nothing past the cursor: the count was stale
-		src.count = src.out
-		q.srcs.pass(src)
+		src.count = src.out + len(src.buf)
 	case err != nil:
 		q.st.log.Debug("jetstream promotion read failed; retrying", "stream", q.stream, "subject", src.subject, "error", err.Error())
 		return false
@@ -310,7 +362,11 @@ func (q *Queue) read(src *source, cursor uint64, n int) bool {
 		src.buf = append(src.buf, msgs...)
 		q.buffered += len(msgs)
 		src.cursor = msgs[len(msgs)-1].Sequence
-		src.count = src.out + len(src.buf) + int(left)
+		if left >= 0 {
+			src.count = src.out + len(src.buf) + int(left)
+		} else {
+			src.count = max(src.count, src.out+len(src.buf))
+		}
 	}
 	return true
 }

@@ -20,11 +20,37 @@ const (
 )
 
 // readBatch reads up to n jobs of subject in stream, the first at or
-// after sequence from, in one batched direct get (the stream allows
-// direct gets). It returns what it read and how many of the subject's
-// jobs come after the last one (the server's count); none read is
-// natsjs.ErrMsgNotFound.
-func (st *Store) readBatch(ctx context.Context, stream, subject string, from uint64, n int) ([]*natsjs.RawStreamMsg, uint64, error) {
+// after sequence from, in one direct get (the stream allows direct gets;
+// a batch when n > 1). It returns what it read and, for a batch, how many
+// of the subject's jobs come after the last one (the server's count; -1:
+// not known); none read is natsjs.ErrMsgNotFound.
+func (st *Store) readBatch(ctx context.Context, stream, subject string, from uint64, n int) ([]*natsjs.RawStreamMsg, int64, error) {
+	if n <= 1 {
+		// One job: a plain direct get, which spares the server the count
+		// of the subject a batch's end carries.
+		req, err := json.Marshal(struct {
+			Seq     uint64 `json:"seq"`
+			NextFor string `json:"next_by_subj"`
+		}{from, subject})
+		if err != nil {
+			return nil, 0, err
+		}
+		m, err := st.nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream, req)
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s of stream %s: %w", subject, stream, err)
+		}
+		if len(m.Data) == 0 && m.Header.Get(hdrStatus) != "" {
+			if m.Header.Get(hdrStatus) == "404" {
+				return nil, 0, natsjs.ErrMsgNotFound
+			}
+			return nil, 0, fmt.Errorf("read %s of stream %s: %s %s", subject, stream, m.Header.Get(hdrStatus), m.Header.Get(hdrDescription))
+		}
+		r, err := rawFromDirect(m)
+		if err != nil {
+			return nil, 0, err
+		}
+		return []*natsjs.RawStreamMsg{r}, -1, nil
+	}
 	req, err := json.Marshal(struct {
 		Seq     uint64 `json:"seq"`
 		NextFor string `json:"next_by_subj"`
@@ -52,7 +78,10 @@ func (st *Store) readBatch(ctx context.Context, stream, subject string, from uin
 			if status := m.Header.Get(hdrStatus); status != "" {
 				switch status {
 				case "204": // end of the batch
-					left, _ := strconv.ParseUint(m.Header.Get(hdrNumPending), 10, 64)
+					left, err := strconv.ParseInt(m.Header.Get(hdrNumPending), 10, 64)
+					if err != nil {
+						left = -1
+					}
 					return out, left, nil
 				case "404":
 					if len(out) > 0 {
