@@ -225,7 +225,7 @@ func TestDeadLetterStoreUnavailableJobStaysQueued(t *testing.T) {
 	waitFor(t, 10*time.Second, func() bool {
 		return in.metric(t, `shaper_dead_letter_store_errors_total{downstream="gw"}`) >= 1
 	}, "a store error counted")
-	time.Sleep(5 * time.Second) // over two ack_waits: a job not kept alive would be redelivered
+	time.Sleep(5 * time.Second)                               // over two ack_waits: a job not kept alive would be redelivered
 	c, err := js.Consumer(ctx, "SHAPER_WINDOW", "shaperd_gw") // the window's tokens: a job taken holds one
 	if err != nil {
 		t.Fatal(err)
