@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -222,25 +223,28 @@ const maxRead = 64
 
 // promoteSome promotes jobs while the window has room, reading the
 // subjects whose turn it is as it goes, and reports whether it promoted
-// any. Each round's tokens are stored together (their PubAcks awaited
-// once), and the subjects to read next are read together.
+// any. Each round's tokens are stored together, their PubAcks checked
+// while the next rounds go on (at most maxRounds outstanding), and the
+// subjects to read next are read together.
 func (q *Queue) promoteSome() bool {
 	promoted := false
 	for q.ctx.Err() == nil {
+		if !q.settleRounds(len(q.rounds) >= maxRounds) {
+			return promoted
+		}
 		q.mu.Lock()
 		picks, need := q.pickLocked(time.Now())
 		q.mu.Unlock()
 		switch {
 		case len(picks) > 0:
-			if !q.sendTokens(picks) {
-				return promoted
-			}
+			q.sendTokens(picks)
 			promoted = true
 		case len(need) > 0:
 			if !q.readAll(need) {
 				return promoted
 			}
 		default:
+			q.settleRounds(true)
 			return promoted
 		}
 	}
@@ -371,69 +375,118 @@ func (q *Queue) read(src *source, cursor uint64, n int) bool {
 	return true
 }
 
+// round is the tokens of one pickLocked, stored asynchronously: the
+// promoter goes on while their PubAcks come.
+type round struct {
+	picks []pick
+	futs  []natsjs.PubAckFuture // nil: not sent
+	next  int                   // the first future not answered yet
+}
+
+// maxRounds bounds the rounds whose PubAcks are awaited at once.
+const maxRounds = 8
+
 // sendTokens stores the picks' tokens (a job due more than the lead ahead
-// gets its level's delayed token) and waits for their PubAcks. A source
-// whose token failed is read again from its first pick of the round (the
-// tokens stored of it meanwhile are answered as duplicates then). It
-// reports whether every token was stored.
-func (q *Queue) sendTokens(picks []pick) bool {
+// gets its level's delayed token) without waiting for their PubAcks
+// (settleRounds checks them).
+func (q *Queue) sendTokens(picks []pick) {
 	now := time.Now()
-	futs := make([]natsjs.PubAckFuture, len(picks))
-	var failed error
+	r := round{picks: picks, futs: make([]natsjs.PubAckFuture, len(picks))}
 	for i, p := range picks {
 		subj := q.st.windowSubject(q.name)
 		if unixNano(p.job.Header.Get(hdrNotBefore)).After(now.Add(delayLead)) {
 			subj = q.st.delayedSubject(q.name, p.src.level)
 		}
-		if futs[i], failed = q.st.js.PublishMsgAsync(q.st.token(subj, q.name, p.job.Sequence, "")); failed != nil {
-			futs = futs[:i]
-			break
+		f, err := q.st.js.PublishMsgAsync(q.st.token(subj, q.name, p.job.Sequence, ""))
+		if err != nil {
+			break // the rest stay nil: failed
 		}
+		r.futs[i] = f
 	}
-	wait := time.NewTimer(RequestTimeout)
-	defer wait.Stop()
-	ok := make([]bool, len(picks))
-	for i, f := range futs {
-		select {
-		case <-f.Ok():
-			ok[i] = true
-		case err := <-f.Err():
-			failed = err
-		case <-wait.C:
-			failed = context.DeadlineExceeded
-		case <-q.ctx.Done():
-			failed = q.ctx.Err()
-		}
-		if failed != nil && !ok[i] {
-			break
-		}
+	q.rounds = append(q.rounds, r)
+}
+
+// settleRounds checks the rounds' PubAcks in order: those answered by
+// now, or all of them (waiting at most RequestTimeout) when wait. A token
+// not stored undoes its pick and every pick after it of its source, in
+// its round and the later ones (see undo). It reports whether every
+// token checked was stored.
+func (q *Queue) settleRounds(wait bool) bool {
+	var deadline <-chan time.Time
+	if wait {
+		t := time.NewTimer(RequestTimeout)
+		defer t.Stop()
+		deadline = t.C
 	}
-	if failed == nil {
-		return true
-	}
-	q.st.log.Debug("jetstream promotion failed; retrying", "stream", q.stream, "error", failed.Error())
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	redo := map[*source]uint64{}
-	for i, p := range picks {
-		if !ok[i] {
-			if first, seen := redo[p.src]; !seen || p.job.Sequence < first {
-				redo[p.src] = p.job.Sequence
+	for len(q.rounds) > 0 {
+		r := &q.rounds[0]
+		for ; r.next < len(r.futs); r.next++ {
+			f := r.futs[r.next]
+			if f == nil {
+				q.undo(errors.New("not sent"))
+				return false
+			}
+			var err error
+			if wait {
+				select {
+				case <-f.Ok():
+				case err = <-f.Err():
+				case <-deadline:
+					err = context.DeadlineExceeded
+				case <-q.ctx.Done():
+					err = q.ctx.Err()
+				}
+			} else {
+				select {
+				case <-f.Ok():
+				case err = <-f.Err():
+				default:
+					return true // not answered yet
+				}
+			}
+			if err != nil {
+				q.undo(err)
+				return false
 			}
 		}
+		q.rounds[0] = round{}
+		q.rounds = q.rounds[1:]
 	}
-	for _, p := range picks {
-		if first, again := redo[p.src]; again && p.job.Sequence >= first {
-			delete(q.promoted, p.job.Sequence)
-			p.src.out = max(p.src.out-1, 0)
+	return true
+}
+
+// undo forgets the picks of the first round from its first unanswered
+// token on, and those of the later rounds: each source concerned is read
+// again from the first of them (the tokens stored meanwhile are answered
+// as duplicates then, and the fetcher drops a second token of a job).
+func (q *Queue) undo(err error) {
+	q.st.log.Debug("jetstream promotion failed; retrying", "stream", q.stream, "error", err.Error())
+	var undone []pick
+	for i, r := range q.rounds {
+		if i == 0 {
+			undone = append(undone, r.picks[r.next:]...)
+			continue
+		}
+		undone = append(undone, r.picks...)
+	}
+	q.rounds = q.rounds[:0]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	first := map[*source]uint64{}
+	for _, p := range undone {
+		if f, seen := first[p.src]; !seen || p.job.Sequence < f {
+			first[p.src] = p.job.Sequence
 		}
 	}
-	for src, first := range redo {
+	for _, p := range undone {
+		delete(q.promoted, p.job.Sequence)
+		p.src.out = max(p.src.out-1, 0)
+	}
+	for src, f := range first {
 		q.buffered -= len(src.buf)
-		src.buf, src.cursor = nil, first-1
+		src.buf, src.cursor = nil, min(src.cursor, f-1)
 		q.srcs.ringLocked(src)
 	}
-	return false
 }
 
 // sendToken stores the token of the job at seq on subject (suffix: see

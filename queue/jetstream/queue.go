@@ -47,6 +47,7 @@ type Queue struct {
 	ready  func()
 	wake   chan struct{} // cap 1: room in the prefetch, or ensured
 	pwake  chan struct{} // cap 1: the promoter may have work
+	rounds []round       // tokens sent, PubAcks not all checked: the promoter's own (no lock)
 	order  order         // stores in the order of Offer
 
 	levelsNow atomic.Int32 // levels, read by the intake's subject choice without mu
