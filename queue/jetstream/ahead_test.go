@@ -28,7 +28,7 @@ func TestAheadSkipsStartedAndDelayed(t *testing.T) {
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			q.mu.Lock()
 			waiting := 0
-			for _, c := range q.delayedBy {
+			for _, c := range q.cnt.delayed {
 				waiting += c
 			}
 			q.mu.Unlock()

@@ -8,11 +8,21 @@ import (
 	"github.com/shaperd/shaper/queue"
 )
 
+// counts are what the queue knows of its stream's jobs (counts.go,
+// depth.go): the depth, by level, and the delayed jobs. Requires the
+// queue's mutex.
+type counts struct {
+	depth   depthBook   // stream's messages (refreshed; adjusted locally)
+	levels  []depthBook // per level, most urgent first (levels > 1)
+	delayed []int       // jobs waiting for their instant, by level: their tokens in the window (refresh)
+	scratch []int       // Counts' scratch space
+}
+
 // Levels is the number of priority levels (queue.Counter).
 func (q *Queue) Levels() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.index.levels
+	return q.hold.index.levels
 }
 
 // Counts fills levels with the jobs of each level not delayed and returns
@@ -26,32 +36,32 @@ func (q *Queue) Levels() int {
 func (q *Queue) Counts(now time.Time, levels []int) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	k := q.index.levels
+	k := q.hold.index.levels
 	n := min(len(levels), k)
-	if cap(q.scratch) < k {
-		q.scratch = make([]int, k)
+	if cap(q.cnt.scratch) < k {
+		q.cnt.scratch = make([]int, k)
 	}
-	delayedBy := q.scratch[:k]
+	delayedBy := q.cnt.scratch[:k]
 	clear(delayedBy)
 	delayed := 0
-	for l, c := range q.delayedBy {
+	for l, c := range q.cnt.delayed {
 		delayedBy[min(l, k-1)] += c
 		delayed += c
 	}
-	for job, at := range q.index.soon {
+	for job, at := range q.hold.index.soon {
 		if at.After(now) {
 			delayedBy[queue.Level(job, k)]++
 			delayed++
 		}
 	}
-	if len(q.levelDepth) == k {
+	if len(q.cnt.levels) == k {
 		for l := range n {
-			levels[l] = max(q.levelDepth[l].n-delayedBy[l], 0)
+			levels[l] = max(q.cnt.levels[l].n-delayedBy[l], 0)
 		}
 		return delayed
 	}
 	if n == k { // one level
-		levels[0] = max(q.depth.n-delayed, 0)
+		levels[0] = max(q.cnt.depth.n-delayed, 0)
 	}
 	return delayed
 }
@@ -70,11 +80,11 @@ func (q *Queue) Counts(now time.Time, levels []int) int {
 // Ahead counts none of them. An instance that is not the drainer knows of
 // no started job. Requires q.mu.
 func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
-	k := len(q.levelDepth)
+	k := len(q.cnt.levels)
 	if k == 0 {
-		n := len(q.taken) + q.held.len() + len(q.unrecorded) + q.index.soonAfter(later(at, job.NotBefore), nil)
+		n := len(q.hold.taken) + q.hold.acks.len() + len(q.hold.unrecorded) + q.hold.index.soonAfter(later(at, job.NotBefore), nil)
 		if !job.NotBefore.After(at) {
-			for _, c := range q.delayedBy {
+			for _, c := range q.cnt.delayed {
 				n += c
 			}
 		}
@@ -83,24 +93,24 @@ func (q *Queue) notAheadLocked(job *queue.Job, at time.Time) int {
 	l := queue.Level(job, k)
 	in := func(level int) bool { return min(level, k-1) <= l }
 	inSubject := func(m natsjs.Msg) bool { return in(levelOfSubject(q.subject, m.Subject(), k)) }
-	n := q.index.soonAfter(later(at, job.NotBefore), func(j *queue.Job) bool { return in(queue.Level(j, k)) })
-	for j := range q.taken {
+	n := q.hold.index.soonAfter(later(at, job.NotBefore), func(j *queue.Job) bool { return in(queue.Level(j, k)) })
+	for j := range q.hold.taken {
 		if in(queue.Level(j, k)) {
 			n++
 		}
 	}
-	for m := range q.held.at {
+	for m := range q.hold.acks.at {
 		if inSubject(m) {
 			n++
 		}
 	}
-	for m := range q.unrecorded {
+	for m := range q.hold.unrecorded {
 		if inSubject(m) {
 			n++
 		}
 	}
 	if !job.NotBefore.After(at) {
-		for lv, c := range q.delayedBy {
+		for lv, c := range q.cnt.delayed {
 			if in(lv) {
 				n += c
 			}

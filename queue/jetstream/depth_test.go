@@ -56,7 +56,7 @@ func TestDepthPubAckAfterRefresh(t *testing.T) {
 		t.Fatal(err)
 	}
 	q.mu.Lock()
-	q.depth.remove() // as the ack of a would
+	q.cnt.depth.remove() // as the ack of a would
 	q.mu.Unlock()
 	q.stored(publish("d"), &queue.Job{})
 	if got := q.Len(); got != 2 {

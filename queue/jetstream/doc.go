@@ -220,6 +220,20 @@
 // timer armed for the oldest store, and the PubAck of a stored message
 // read by hand (any other shape through encoding/json).
 //
+// # Rooms
+//
+// Each role has its own type and files: the layout (subjects.go,
+// stream.go, codec.go); intake, stores pipelined (publish.go, order.go,
+// Store.publish in store.go); the window: its stream, consumer and tokens
+// (window.go), the fetcher, refresh and keep-alive (drain.go), a token's
+// admission and hand-backs (fetched.go), acks held and retries (settle.go,
+// retryroom.go), a job leaving its stream (recordwrite.go); the order
+// index (index.go); the promoter and its reads (promote.go, read.go);
+// dedupe records (record.go, table.go, watch.go); the hand-back ledger
+// (ledger.go); counts (counts.go, depth.go). Queue holds the roles'
+// state under one mutex: holdings (the window's jobs held here), promoter
+// and counts.
+//
 // # Dead letters
 //
 // The dead-letter streams are package shaper/deadletter's; a failed or

@@ -23,7 +23,7 @@ func (q *Queue) fetch() {
 		c := q.c
 		// a job waiting for its record holds its place; a retry whose
 		// backoff ended makes room for itself (retryWaitsLocked)
-		room := q.windowLocked() - (q.index.len() - q.index.delayedAt(time.Now())) - len(q.unrecorded) + q.retriesDue
+		room := q.windowLocked() - (q.hold.index.len() - q.hold.index.delayedAt(time.Now())) - len(q.hold.unrecorded) + q.hold.retriesDue
 		q.mu.Unlock()
 		if c == nil {
 			q.sleep(retryEvery)
@@ -135,13 +135,13 @@ func (q *Queue) maintain() {
 
 func (q *Queue) ensure(ctx context.Context, b bounds, lastLog *time.Time) {
 	q.mu.Lock()
-	q.depth.begin() // the stream's info comes with the answer
+	q.cnt.depth.begin() // the stream's info comes with the answer
 	q.mu.Unlock()
 	s, c, err := q.st.ensure(ctx, q.name, b)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if err != nil {
-		q.depth.abort()
+		q.cnt.depth.abort()
 		q.capDirty = q.s != nil // retry a failed capacity update
 		if errors.Is(err, ErrIncompatible) {
 			q.broken = err
@@ -154,9 +154,9 @@ func (q *Queue) ensure(ctx context.Context, b bounds, lastLog *time.Time) {
 	}
 	q.s, q.c, q.broken = s, c, nil
 	if info := s.CachedInfo(); info != nil {
-		q.depth.end(info.State.Msgs, info.State.LastSeq)
+		q.cnt.depth.end(info.State.Msgs, info.State.LastSeq)
 	} else {
-		q.depth.abort()
+		q.cnt.depth.abort()
 	}
 	q.signal()
 }
@@ -166,10 +166,10 @@ func (q *Queue) ensure(ctx context.Context, b bounds, lastLog *time.Time) {
 // take the subjects'), and who is pinned on the window's consumer.
 func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	q.mu.Lock()
-	q.depth.begin()
-	levels := len(q.levelDepth)
-	for i := range q.levelDepth {
-		q.levelDepth[i].begin()
+	q.cnt.depth.begin()
+	levels := len(q.cnt.levels)
+	for i := range q.cnt.levels {
+		q.cnt.levels[i].begin()
 	}
 	c := q.c
 	q.mu.Unlock()
@@ -187,28 +187,28 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 	q.mu.Lock()
 	changed := false
 	if err != nil {
-		q.depth.abort()
-		for i := range q.levelDepth {
-			q.levelDepth[i].abort()
+		q.cnt.depth.abort()
+		for i := range q.cnt.levels {
+			q.cnt.levels[i].abort()
 		}
 	} else {
-		changed = q.depth.end(info.State.Msgs, info.State.LastSeq)
+		changed = q.cnt.depth.end(info.State.Msgs, info.State.LastSeq)
 		q.endLevelsLocked(levels, info)
-		q.srcs.refreshed(q.subject, info.State.Subjects, info.State.LastSeq)
+		q.pro.srcs.refreshed(q.subject, info.State.Subjects, info.State.LastSeq)
 	}
 	if delayed != nil {
-		q.delayedBy = delayed
+		q.cnt.delayed = delayed
 	}
 	if ci != nil {
-		q.pinNow = ""
+		q.pro.pinNow = ""
 		for _, g := range ci.PriorityGroups {
 			if g.Group == Group {
-				q.pinNow = g.PinnedClientID
+				q.pro.pinNow = g.PinnedClientID
 			}
 		}
 		if ci.NumPending == 0 && ci.NumAckPending == 0 && q.idleLocked() {
-			q.srcs.reset() // no token anywhere: every job in the stream is to promote
-			q.buffered = 0
+			q.pro.srcs.reset() // no token anywhere: every job in the stream is to promote
+			q.pro.buffered = 0
 		}
 	}
 	q.expirePromotedLocked(time.Now())
@@ -250,16 +250,16 @@ func (q *Queue) readDelayed(ctx context.Context) []int {
 // idleLocked reports whether this instance holds no job of the window.
 // Requires q.mu.
 func (q *Queue) idleLocked() bool {
-	return len(q.promoted) == 0 && q.index.len() == 0 && len(q.taken) == 0 && q.held.len() == 0 && len(q.unrecorded) == 0
+	return len(q.pro.promoted) == 0 && q.hold.index.len() == 0 && len(q.hold.taken) == 0 && q.hold.acks.len() == 0 && len(q.hold.unrecorded) == 0
 }
 
 // endLevelsLocked ends the levels' refresh begun for levels levels with
 // info: each level's subject's count, the least urgent level's the rest
 // of the stream. Requires q.mu.
 func (q *Queue) endLevelsLocked(levels int, info *natsjs.StreamInfo) {
-	if len(q.levelDepth) != levels || levels < 2 { // reconfigured meanwhile: the next refresh counts
-		for i := range q.levelDepth {
-			q.levelDepth[i].abort()
+	if len(q.cnt.levels) != levels || levels < 2 { // reconfigured meanwhile: the next refresh counts
+		for i := range q.cnt.levels {
+			q.cnt.levels[i].abort()
 		}
 		return
 	}
@@ -272,8 +272,8 @@ func (q *Queue) endLevelsLocked(levels int, info *natsjs.StreamInfo) {
 		}
 	}
 	counts[levels-1] = rest
-	for i := range q.levelDepth {
-		q.levelDepth[i].end(counts[i], info.State.LastSeq)
+	for i := range q.cnt.levels {
+		q.cnt.levels[i].end(counts[i], info.State.LastSeq)
 	}
 }
 
@@ -308,16 +308,16 @@ func (q *Queue) keepAlive() {
 func (q *Queue) inProgress() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, m := range q.index.msgs {
+	for _, m := range q.hold.index.msgs {
 		_ = m.InProgress()
 	}
-	for _, m := range q.taken {
+	for _, m := range q.hold.taken {
 		_ = m.InProgress()
 	}
-	for m := range q.held.at {
+	for m := range q.hold.acks.at {
 		_ = m.InProgress()
 	}
-	for m := range q.unrecorded {
+	for m := range q.hold.unrecorded {
 		_ = m.InProgress()
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // delayLead is how far ahead of its instant a delayed job is held here.
@@ -21,6 +23,23 @@ import (
 // due in the next two seconds, and each delayed job costs at most one
 // hand-back.
 const delayLead = 2 * time.Second
+
+// holdings are the jobs of the window this instance holds, from the
+// fetch of their tokens until the tokens leave its hands (acked, or
+// nak'ed to wait out a backoff or a delay, or handed back). Requires the
+// queue's mutex.
+type holdings struct {
+	index index                     // fetched, not taken
+	taken map[*queue.Job]natsjs.Msg // started, not yet acked or termed
+	acks  heldAcks                  // delivered, ack held to the end of the job's slot (Ack)
+	// unrecorded are due to leave the stream (delete, then the token's ack
+	// or term) once their dedupe record is stored; see settleLocked.
+	unrecorded map[natsjs.Msg]*recordWrite
+	origins    map[uint64]struct{}      // their jobs, by sequence in the queue's stream
+	ledger     map[uint64]ledgerEntry   // hand-backs of tokens held or taken, by token sequence (count > 0)
+	retries    map[uint64]*waitingRetry // nak'ed to wait out their backoff, by token sequence, until fetched
+	retriesDue int                      // of retries, those due: room in the window
+}
 
 // pinHeader is the header of a pinned consumer's delivery that names the
 // pin.
@@ -44,11 +63,11 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 	}
 	q.mu.Lock()
 	if pin := t.Headers().Get(pinHeader); pin != "" {
-		q.pinSeen = pin
+		q.pro.pinSeen = pin
 	}
-	p, cached := q.promoted[seq]
-	delete(q.promoted, seq)
-	_, dup := q.origins[seq]
+	p, cached := q.pro.promoted[seq]
+	delete(q.pro.promoted, seq)
+	_, dup := q.hold.origins[seq]
 	s := q.s
 	q.mu.Unlock()
 	if dup {
@@ -95,18 +114,18 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.retries) > 0 {
+	if len(q.hold.retries) > 0 {
 		q.retryFetchedLocked(tseq)
 	}
 	if e.count > 0 || e.rev != 0 {
-		q.ledger[tseq] = e
+		q.hold.ledger[tseq] = e
 	}
 	if q.closed {
 		q.handBackLocked([]natsjs.Msg{m})
 		return false
 	}
-	q.origins[seq] = struct{}{}
-	q.index.add(job, m, now)
+	q.hold.origins[seq] = struct{}{}
+	q.hold.index.add(job, m, now)
 	q.nudge() // a delayed job held takes no room
 	return true
 }
@@ -115,7 +134,7 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 // or handed back). Requires q.mu.
 func (q *Queue) letGoLocked(m natsjs.Msg) {
 	if j, ok := m.(*jobMsg); ok {
-		delete(q.origins, j.seq())
+		delete(q.hold.origins, j.seq())
 	}
 }
 
@@ -140,11 +159,11 @@ func (q *Queue) nakDelayed(m natsjs.Msg, seq uint64, stored time.Time, e ledgerE
 // the old token serves.
 func (q *Queue) moveDue(t natsjs.Msg, job *natsjs.RawStreamMsg, e ledgerEntry) bool {
 	q.mu.Lock()
-	q.promoted[job.Sequence] = promotedJob{msg: job, at: time.Now()}
+	q.pro.promoted[job.Sequence] = promotedJob{msg: job, at: time.Now()}
 	q.mu.Unlock()
 	if err := q.sendToken(q.st.windowSubject(q.name), job.Sequence, dueSuffix); err != nil {
 		q.mu.Lock()
-		delete(q.promoted, job.Sequence)
+		delete(q.pro.promoted, job.Sequence)
 		q.mu.Unlock()
 		return false
 	}
@@ -181,8 +200,8 @@ func (q *Queue) handBackLocked(ms []natsjs.Msg) {
 		b := back{m: m}
 		if md, err := m.Metadata(); err == nil {
 			b.seq, b.stored = md.Sequence.Stream, md.Timestamp
-			b.e = q.ledger[b.seq]
-			delete(q.ledger, b.seq)
+			b.e = q.hold.ledger[b.seq]
+			delete(q.hold.ledger, b.seq)
 		}
 		backs = append(backs, b)
 	}
@@ -225,26 +244,26 @@ const handBackWorkers = 16
 // entry, deleted in the background. Requires q.mu.
 func (q *Queue) forgetLocked(m natsjs.Msg) {
 	q.letGoLocked(m)
-	if len(q.levelDepth) > 0 {
-		q.levelDepth[levelOfSubject(q.subject, m.Subject(), len(q.levelDepth))].remove()
+	if len(q.cnt.levels) > 0 {
+		q.cnt.levels[levelOfSubject(q.subject, m.Subject(), len(q.cnt.levels))].remove()
 	}
-	if src, ok := q.srcs.by[m.Subject()]; ok {
+	if src, ok := q.pro.srcs.by[m.Subject()]; ok {
 		src.count = max(src.count-1, 0)
 		src.out = max(src.out-1, 0)
 	}
 	q.nudge()
-	if len(q.ledger) == 0 {
+	if len(q.hold.ledger) == 0 {
 		return
 	}
 	md, err := m.Metadata()
 	if err != nil {
 		return
 	}
-	e, ok := q.ledger[md.Sequence.Stream]
+	e, ok := q.hold.ledger[md.Sequence.Stream]
 	if !ok {
 		return
 	}
-	delete(q.ledger, md.Sequence.Stream)
+	delete(q.hold.ledger, md.Sequence.Stream)
 	if e.rev != 0 {
 		q.backs.Go(func() { _ = q.st.ledgerDelete(context.Background(), e.rev) })
 	}

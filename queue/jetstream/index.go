@@ -141,7 +141,7 @@ func (q *Queue) NextReady() (time.Time, bool) { return q.NextReadyIf(nil) }
 func (q *Queue) NextReadyIf(may func(key string) bool) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.index.kind.NextReadyIf(may)
+	return q.hold.index.kind.NextReadyIf(may)
 }
 
 // Take hands out the next job, in the local kind's order.
@@ -152,11 +152,11 @@ func (q *Queue) Take(now time.Time) (*queue.Job, time.Time, bool) { return q.Tak
 func (q *Queue) TakeIf(now time.Time, may func(key string) bool) (*queue.Job, time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	job, at, m, ok := q.index.take(now, may)
+	job, at, m, ok := q.hold.index.take(now, may)
 	if !ok {
 		return nil, time.Time{}, false
 	}
-	q.taken[job] = m
+	q.hold.taken[job] = m
 	q.signal()
 	return job, at, true
 }

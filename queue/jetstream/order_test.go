@@ -30,7 +30,7 @@ func waitHeld(t *testing.T, q *Queue, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		q.mu.Lock()
-		got := q.index.len()
+		got := q.hold.index.len()
 		q.mu.Unlock()
 		if got == n {
 			return
@@ -203,7 +203,7 @@ func TestRetryFetchedPastFullPrefetch(t *testing.T) {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.retries) != 0 || q.retriesDue != 0 {
-		t.Fatalf("%d retries still waiting, %d due, want none once fetched", len(q.retries), q.retriesDue)
+	if len(q.hold.retries) != 0 || q.hold.retriesDue != 0 {
+		t.Fatalf("%d retries still waiting, %d due, want none once fetched", len(q.hold.retries), q.hold.retriesDue)
 	}
 }

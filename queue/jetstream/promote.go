@@ -2,7 +2,6 @@ package jetstream
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,143 +13,31 @@ import (
 // The promoter: which job of the stream goes into the window next.
 //
 // It knows each subject of the stream (a level, or a key at a level)
-// by a small entry, never the jobs on it: the subject's count (the last
-// refresh's, plus this instance's stores since), how many of its jobs are
-// in the window, the last sequence promoted (a cursor: the next job is the
-// first after it, read from the stream with a get by subject), and at
-// most one job read and waiting for its turn. It fills the window in the
+// by a small entry (sources.go), never the jobs on it: the subject's count
+// (the last refresh's, plus this instance's stores since), how many of its
+// jobs are in the window, the last sequence read (a cursor: the next jobs
+// are the first after it, read from the stream by a direct get of the
+// subject, read.go), and the jobs read and waiting for their turn (its
+// share of the window at most). Their tokens are stored a round at a time
+// (rounds.go). It fills the window in the
 // memory backend's order: the most urgent level with a job to promote;
 // within a level, deficit round robin between the keys' subjects (each
 // visit adds the key's weight, a job costs its cost); FIFO within a
 // subject. The local index then orders what the window holds (retries
 // first, delayed jobs held until due), exactly as before.
 
-// source is one subject of a queue's stream as the promoter knows it.
-// Requires the queue's mutex.
-type source struct {
-	subject string
-	place
-	count   int                    // messages on it, best known
-	out     int                    // of them, promoted and still in the stream
-	stored  uint64                 // the last sequence this instance stored on it
-	cursor  uint64                 // the last sequence read
-	buf     []*natsjs.RawStreamMsg // read, waiting for their turn, in order
-	deficit int
-	visited bool // given its quantum on this visit
-	ringed  bool
-}
-
-// pending reports whether the source may have a job to promote.
-func (s *source) pending() bool { return len(s.buf) > 0 || s.count > s.out+len(s.buf) }
-
-// sources are a queue's subjects, and for each level those that may have
-// jobs to promote, in turn. Requires the queue's mutex.
-type sources struct {
-	by   map[string]*source
-	ring [][]*source
-	turn []int
-}
-
-// configure sets the levels, placing every source again.
-func (ss *sources) configure(base string, levels int) {
-	if ss.by == nil {
-		ss.by = map[string]*source{}
-	}
-	ss.ring, ss.turn = make([][]*source, levels), make([]int, levels)
-	for _, s := range ss.by {
-		s.place, s.ringed, s.visited = placeOf(base, s.subject, levels), false, false
-		ss.ringLocked(s)
-	}
-}
-
-// get returns subject's source, made if new.
-func (ss *sources) get(base, subject string) *source {
-	s, ok := ss.by[subject]
-	if !ok {
-		s = &source{subject: subject, place: placeOf(base, subject, len(ss.ring))}
-		ss.by[subject] = s
-	}
-	return s
-}
-
-// ringLocked puts s in its level's turn when it may have jobs to promote.
-func (ss *sources) ringLocked(s *source) {
-	if !s.ringed && s.pending() && s.level < len(ss.ring) {
-		s.ringed = true
-		ss.ring[s.level] = append(ss.ring[s.level], s)
-	}
-}
-
-// current is the source whose turn it is: of the most urgent level with a
-// source that may have a job, the one the round robin is at, given its
-// weight when its visit begins. Nil: none.
-func (ss *sources) current(weight func(string) int) *source {
-	for l := range ss.ring {
-		r := ss.ring[l]
-		for len(r) > 0 {
-			i := ss.turn[l] % len(r)
-			s := r[i]
-			if !s.pending() {
-				s.ringed, s.visited, s.deficit = false, false, 0
-				r = append(r[:i], r[i+1:]...)
-				ss.ring[l] = r
-				continue
-			}
-			ss.turn[l] = i
-			if !s.visited {
-				s.visited = true
-				s.deficit += weight(s.key)
-			}
-			return s
-		}
-	}
-	return nil
-}
-
-// pass ends s's visit: the turn goes to the next source of its level.
-func (ss *sources) pass(s *source) {
-	s.visited = false
-	if s.level < len(ss.turn) {
-		ss.turn[s.level]++
-	}
-}
-
-// alone reports whether s is the only source of its level that may have
-// jobs (then it needs no deficit: nothing else could go first).
-func (ss *sources) alone(s *source) bool {
-	return s.level < len(ss.ring) && len(ss.ring[s.level]) == 1
-}
-
-// refreshed takes the stream's per-subject counts, answered with the
-// stream's last sequence: a subject this instance stored on since keeps
-// at least one job more; a subject with nothing known is forgotten.
-func (ss *sources) refreshed(base string, counts map[string]uint64, lastSeq uint64) {
-	for subj, n := range counts {
-		ss.get(base, subj).count = int(n)
-	}
-	for subj, s := range ss.by {
-		if _, ok := counts[subj]; !ok {
-			s.count = 0
-		}
-		if s.stored > lastSeq {
-			s.count++
-		}
-		s.out = min(s.out, s.count)
-		if s.count == 0 && len(s.buf) == 0 && !s.ringed {
-			delete(ss.by, subj)
-			continue
-		}
-		ss.ringLocked(s)
-	}
-}
-
-// reset forgets the cursors: every job of the stream may be promoted
-// again (a duplicate token is stored once, and dropped by the fetcher).
-func (ss *sources) reset() {
-	for _, s := range ss.by {
-		s.cursor, s.out, s.buf = 0, 0, nil
-		ss.ringLocked(s)
-	}
+// promoter is the drainer's reading of the queue's stream: which jobs go
+// into the window next. Requires the queue's mutex, but
+// rounds, which only the promoter goroutine touches.
+type promoter struct {
+	wake     chan struct{}          // cap 1: the promoter may have work
+	srcs     sources                // the stream's subjects
+	promoted map[uint64]promotedJob // promoted here, token not fetched yet, by job sequence
+	buffered int                    // jobs the sources read and hold for their turn
+	weights  map[string]int         // fairness: weight by key
+	pinSeen  string                 // the pin id of this instance's last fetched token
+	pinNow   string                 // the pinned instance's id, as the last refresh read it
+	rounds   []round                // tokens sent, PubAcks not all checked
 }
 
 // promotedJob is a job promoted by this instance, kept until its token is
@@ -166,14 +53,14 @@ func (q *Queue) promotedTTL() time.Duration { return 2*q.fetchWait() + time.Seco
 // nudge wakes the promoter. Never blocks.
 func (q *Queue) nudge() {
 	select {
-	case q.pwake <- struct{}{}:
+	case q.pro.wake <- struct{}{}:
 	default:
 	}
 }
 
 // weightLocked is key's weight between keys (1 unless configured).
 func (q *Queue) weightLocked(key string) int {
-	if w := q.weights[key]; w > 0 {
+	if w := q.pro.weights[key]; w > 0 {
 		return w
 	}
 	return 1
@@ -185,13 +72,13 @@ func (q *Queue) weightLocked(key string) int {
 // concurrency) and jobs waiting out a delay or a retry's backoff take
 // none. Requires q.mu.
 func (q *Queue) roomLocked(now time.Time) int {
-	in := len(q.promoted) + q.index.len() - q.index.delayedAt(now) + len(q.unrecorded)
+	in := len(q.pro.promoted) + q.hold.index.len() - q.hold.index.delayedAt(now) + len(q.hold.unrecorded)
 	return q.windowLocked() - in
 }
 
 // mayPromoteLocked reports whether this instance fills the window: it is
 // the pinned drainer, or no instance is. Requires q.mu.
-func (q *Queue) mayPromoteLocked() bool { return q.pinNow == "" || q.pinNow == q.pinSeen }
+func (q *Queue) mayPromoteLocked() bool { return q.pro.pinNow == "" || q.pro.pinNow == q.pro.pinSeen }
 
 // promote is the promoter goroutine: it fills the window whenever there
 // is room and a job to promote, and otherwise waits to be nudged (a store,
@@ -206,7 +93,7 @@ func (q *Queue) promote() {
 		t.Reset(refreshEvery)
 		select {
 		case <-q.ctx.Done():
-		case <-q.pwake:
+		case <-q.pro.wake:
 		case <-t.C:
 		}
 	}
@@ -229,7 +116,7 @@ const maxRead = 64
 func (q *Queue) promoteSome() bool {
 	promoted := false
 	for q.ctx.Err() == nil {
-		if !q.settleRounds(len(q.rounds) >= maxRounds) {
+		if !q.settleRounds(len(q.pro.rounds) >= maxRounds) {
 			return promoted
 		}
 		q.mu.Lock()
@@ -272,7 +159,7 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 		return nil, nil
 	}
 	for room := q.roomLocked(now); room > 0; {
-		src := q.srcs.current(q.weightLocked)
+		src := q.pro.srcs.current(q.weightLocked)
 		if src == nil {
 			break
 		}
@@ -284,19 +171,19 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 		}
 		head := src.buf[0]
 		cost := jobCost(head)
-		if cost > src.deficit && !q.srcs.alone(src) {
-			q.srcs.pass(src)
+		if cost > src.deficit && !q.pro.srcs.alone(src) {
+			q.pro.srcs.pass(src)
 			continue
 		}
 		src.buf[0] = nil
 		src.buf = src.buf[1:]
-		q.buffered--
+		q.pro.buffered--
 		src.out++
 		if src.deficit = max(src.deficit-cost, 0); src.deficit == 0 {
-			q.srcs.pass(src)
+			q.pro.srcs.pass(src)
 		}
 		// Known before the token is stored: its fetch may come first.
-		q.promoted[head.Sequence] = promotedJob{msg: head, at: now}
+		q.pro.promoted[head.Sequence] = promotedJob{msg: head, at: now}
 		picks = append(picks, pick{src, head})
 		room--
 	}
@@ -307,9 +194,9 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 // level's turn that have nothing read, at most maxReads. Requires q.mu.
 func (q *Queue) toReadLocked(src *source) []toRead {
 	need := []toRead{{src, src.cursor, q.readSizeLocked(src)}}
-	ring := q.srcs.ring[src.level]
+	ring := q.pro.srcs.ring[src.level]
 	for i := 1; i < len(ring) && len(need) < maxReads; i++ {
-		s := ring[(q.srcs.turn[src.level]+i)%len(ring)]
+		s := ring[(q.pro.srcs.turn[src.level]+i)%len(ring)]
 		if s != src && len(s.buf) == 0 && s.pending() {
 			need = append(need, toRead{s, s.cursor, q.readSizeLocked(s)})
 		}
@@ -343,8 +230,8 @@ func (q *Queue) readAll(need []toRead) bool {
 // what the window leaves unread, at least one and at most maxRead.
 // Requires q.mu.
 func (q *Queue) readSizeLocked(src *source) int {
-	share := q.windowLocked() / max(len(q.srcs.ring[src.level]), 1)
-	return min(max(min(share, q.windowLocked()-q.buffered), 1), maxRead)
+	share := q.windowLocked() / max(len(q.pro.srcs.ring[src.level]), 1)
+	return min(max(min(share, q.windowLocked()-q.pro.buffered), 1), maxRead)
 }
 
 // read reads up to n jobs of src after cursor into its buffer (unless
@@ -364,7 +251,7 @@ func (q *Queue) read(src *source, cursor uint64, n int) bool {
 		return false
 	case src.cursor == cursor && len(msgs) > 0: // else reset meanwhile: read again
 		src.buf = append(src.buf, msgs...)
-		q.buffered += len(msgs)
+		q.pro.buffered += len(msgs)
 		src.cursor = msgs[len(msgs)-1].Sequence
 		if left >= 0 {
 			src.count = src.out + len(src.buf) + int(left)
@@ -373,120 +260,6 @@ func (q *Queue) read(src *source, cursor uint64, n int) bool {
 		}
 	}
 	return true
-}
-
-// round is the tokens of one pickLocked, stored asynchronously: the
-// promoter goes on while their PubAcks come.
-type round struct {
-	picks []pick
-	futs  []natsjs.PubAckFuture // nil: not sent
-	next  int                   // the first future not answered yet
-}
-
-// maxRounds bounds the rounds whose PubAcks are awaited at once.
-const maxRounds = 8
-
-// sendTokens stores the picks' tokens (a job due more than the lead ahead
-// gets its level's delayed token) without waiting for their PubAcks
-// (settleRounds checks them).
-func (q *Queue) sendTokens(picks []pick) {
-	now := time.Now()
-	r := round{picks: picks, futs: make([]natsjs.PubAckFuture, len(picks))}
-	for i, p := range picks {
-		subj := q.st.windowSubject(q.name)
-		if unixNano(p.job.Header.Get(hdrNotBefore)).After(now.Add(delayLead)) {
-			subj = q.st.delayedSubject(q.name, p.src.level)
-		}
-		f, err := q.st.js.PublishMsgAsync(q.st.token(subj, q.name, p.job.Sequence, ""))
-		if err != nil {
-			break // the rest stay nil: failed
-		}
-		r.futs[i] = f
-	}
-	q.rounds = append(q.rounds, r)
-}
-
-// settleRounds checks the rounds' PubAcks in order: those answered by
-// now, or all of them (waiting at most RequestTimeout) when wait. A token
-// not stored undoes its pick and every pick after it of its source, in
-// its round and the later ones (see undo). It reports whether every
-// token checked was stored.
-func (q *Queue) settleRounds(wait bool) bool {
-	var deadline <-chan time.Time
-	if wait {
-		t := time.NewTimer(RequestTimeout)
-		defer t.Stop()
-		deadline = t.C
-	}
-	for len(q.rounds) > 0 {
-		r := &q.rounds[0]
-		for ; r.next < len(r.futs); r.next++ {
-			f := r.futs[r.next]
-			if f == nil {
-				q.undo(errors.New("not sent"))
-				return false
-			}
-			var err error
-			if wait {
-				select {
-				case <-f.Ok():
-				case err = <-f.Err():
-				case <-deadline:
-					err = context.DeadlineExceeded
-				case <-q.ctx.Done():
-					err = q.ctx.Err()
-				}
-			} else {
-				select {
-				case <-f.Ok():
-				case err = <-f.Err():
-				default:
-					return true // not answered yet
-				}
-			}
-			if err != nil {
-				q.undo(err)
-				return false
-			}
-		}
-		q.rounds[0] = round{}
-		q.rounds = q.rounds[1:]
-	}
-	return true
-}
-
-// undo forgets the picks of the first round from its first unanswered
-// token on, and those of the later rounds: each source concerned is read
-// again from the first of them (the tokens stored meanwhile are answered
-// as duplicates then, and the fetcher drops a second token of a job).
-func (q *Queue) undo(err error) {
-	q.st.log.Debug("jetstream promotion failed; retrying", "stream", q.stream, "error", err.Error())
-	var undone []pick
-	for i, r := range q.rounds {
-		if i == 0 {
-			undone = append(undone, r.picks[r.next:]...)
-			continue
-		}
-		undone = append(undone, r.picks...)
-	}
-	q.rounds = q.rounds[:0]
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	first := map[*source]uint64{}
-	for _, p := range undone {
-		if f, seen := first[p.src]; !seen || p.job.Sequence < f {
-			first[p.src] = p.job.Sequence
-		}
-	}
-	for _, p := range undone {
-		delete(q.promoted, p.job.Sequence)
-		p.src.out = max(p.src.out-1, 0)
-	}
-	for src, f := range first {
-		q.buffered -= len(src.buf)
-		src.buf, src.cursor = nil, min(src.cursor, f-1)
-		q.srcs.ringLocked(src)
-	}
 }
 
 // sendToken stores the token of the job at seq on subject (suffix: see
@@ -510,9 +283,9 @@ func jobCost(m *natsjs.RawStreamMsg) int {
 // expirePromotedLocked forgets promoted jobs whose token was not fetched
 // here in time (another instance drains). Requires q.mu.
 func (q *Queue) expirePromotedLocked(now time.Time) {
-	for seq, p := range q.promoted {
+	for seq, p := range q.pro.promoted {
 		if now.Sub(p.at) > q.promotedTTL() {
-			delete(q.promoted, seq)
+			delete(q.pro.promoted, seq)
 		}
 	}
 }

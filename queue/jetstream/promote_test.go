@@ -90,7 +90,7 @@ func TestPromoterOrder(t *testing.T) {
 			}
 			q.mu.Lock()
 			defer q.mu.Unlock()
-			if n := len(q.srcs.by); n > len(jobs) {
+			if n := len(q.pro.srcs.by); n > len(jobs) {
 				t.Fatalf("%d sources known, more than the subjects used", n)
 			}
 		})

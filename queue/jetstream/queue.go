@@ -19,18 +19,20 @@ const (
 )
 
 // Queue is one downstream's durable queue, a queue.Queue whose jobs are
-// stored in the stream: Offer's Stored publishes and waits for the PubAck,
-// Take hands out fetched messages, RetryLater naks with a delay. It settles
-// each job it handed out (queue.Settler: Ack acks, held to the end of the
-// job's drain interval; GiveUp terms; Keep holds) and runs goroutines of
-// its own (queue.Service: fetch, maintain, keep-alive, from Start until
-// Close); the stream bounds and keeps its jobs, so it plays no
-// queue.Memory role. The fetched jobs not started yet wait in a local
-// index of the memory kind its settings name (queue.Bucket, or queue.Fair
-// under fairness), so that they start in the memory backend's order.
-// Create it with Store.Queue. Its methods are safe for concurrent use and
-// never block on I/O (acks and naks are sent without waiting for an
-// answer).
+// stored in the stream: Offer's Stored publishes and waits for the PubAck;
+// the drainer promotes the jobs that go next into the window (pro:
+// promoter), fetches their tokens and holds them (hold: holdings) in a
+// local index of the memory kind its settings name (queue.Bucket, or
+// queue.Fair under fairness), so that they start in the memory backend's
+// order; Take hands them out, RetryLater naks a token with a delay. It
+// settles each job it handed out (queue.Settler: Ack deletes the job and
+// acks its token, held to the end of the job's drain interval; GiveUp
+// terms; Keep holds), counts the stream's jobs (cnt: counts; queue.Counter)
+// and runs goroutines of its own (queue.Service: fetch, promote, maintain,
+// keep-alive, from Start until Close); the stream bounds and keeps its
+// jobs, so it plays no queue.Memory role. Create it with Store.Queue. Its
+// methods are safe for concurrent use and never block on I/O (acks and
+// naks are sent without waiting for an answer).
 type Queue struct {
 	st      *Store
 	name    string
@@ -45,42 +47,23 @@ type Queue struct {
 	wg     sync.WaitGroup
 	backs  sync.WaitGroup // hand-backs and ledger deletes under way
 	ready  func()
-	wake   chan struct{} // cap 1: room in the prefetch, or ensured
-	pwake  chan struct{} // cap 1: the promoter may have work
-	rounds []round       // tokens sent, PubAcks not all checked: the promoter's own (no lock)
+	wake   chan struct{} // cap 1: room in the window, or ensured
 	order  order         // stores in the order of Offer
 
 	levelsNow atomic.Int32 // levels, read by the intake's subject choice without mu
 
-	mu      sync.Mutex
-	keyConc bool
-	index   index                     // fetched, not taken
-	taken   map[*queue.Job]natsjs.Msg // started, not yet acked or termed
-	held    heldAcks                  // delivered, ack held to the end of the job's slot (Ack)
-	// unrecorded are due to leave the stream (ack or term) once their
-	// dedupe record is stored; see settleLocked.
-	unrecorded map[natsjs.Msg]*recordWrite
-	recs       recordWrites
-	ledger     map[uint64]ledgerEntry   // hand-backs of jobs held or taken, by sequence (count > 0)
-	delayedBy  []int                    // jobs waiting for their instant, by level: their tokens in the window (refresh)
-	retries    map[uint64]*waitingRetry // nak'ed to wait out their backoff, by sequence, until fetched
-	retriesDue int                      // of retries, those due: room in the prefetch
-	depth      depthBook                // stream's messages (refreshed; adjusted locally)
-	levelDepth []depthBook              // per level, most urgent first (levels > 1, no fairness)
-	scratch    []int                    // Counts' scratch space
-	srcs       sources                  // the stream's subjects, as the promoter knows them
-	promoted   map[uint64]promotedJob   // promoted here, token not fetched yet, by job sequence
-	buffered   int                      // jobs the sources read and hold for their turn
-	origins    map[uint64]struct{}      // jobs whose token this instance holds, by job sequence
-	weights    map[string]int           // fairness: weight by key
-	pinSeen    string                   // the pin id of this instance's last fetched token
-	pinNow     string                   // the pinned instance's id, as the last refresh read it
-	bounds     bounds
-	capDirty   bool
-	closed     bool
-	s          natsjs.Stream   // the queue's stream: its jobs
-	c          natsjs.Consumer // the window's consumer: its tokens
-	broken     error           // ErrIncompatible found after start-up
+	mu       sync.Mutex
+	keyConc  bool
+	hold     holdings // the drainer's jobs of the window
+	pro      promoter // what goes into the window next
+	cnt      counts   // the stream's jobs by level, delayed
+	recs     recordWrites
+	bounds   bounds
+	capDirty bool
+	closed   bool
+	s        natsjs.Stream   // the queue's stream: its jobs
+	c        natsjs.Consumer // the window's consumer: its tokens
+	broken   error           // ErrIncompatible found after start-up
 }
 
 var (
@@ -132,12 +115,12 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	}
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name), fair: ls.Fairness,
-		win: windowFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1), pwake: make(chan struct{}, 1),
-		taken: map[*queue.Job]natsjs.Msg{}, bounds: ls.bounds(),
-		unrecorded: map[natsjs.Msg]*recordWrite{}, ledger: map[uint64]ledgerEntry{},
-		retries: map[uint64]*waitingRetry{}, promoted: map[uint64]promotedJob{}, origins: map[uint64]struct{}{},
+		win: windowFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1), bounds: ls.bounds(),
+		hold: holdings{taken: map[*queue.Job]natsjs.Msg{}, unrecorded: map[natsjs.Msg]*recordWrite{},
+			origins: map[uint64]struct{}{}, ledger: map[uint64]ledgerEntry{}, retries: map[uint64]*waitingRetry{}},
+		pro: promoter{wake: make(chan struct{}, 1), promoted: map[uint64]promotedJob{}},
 	}
-	q.index.init(ls.Fairness)
+	q.hold.index.init(ls.Fairness)
 	q.configureLocked(queue.Settings{Capacity: ls.Capacity, KeyCapacity: ls.KeyCapacity, Weights: ls.Weights,
 		Priorities: ls.Priorities, MaxBytes: ls.MaxBytes})
 	q.ctx, q.cancel = context.WithCancel(context.Background())
@@ -177,10 +160,10 @@ func (q *Queue) handBack() {
 	defer q.mu.Unlock()
 	if !q.closed {
 		q.closed = true
-		q.handBackLocked(q.index.release())
+		q.handBackLocked(q.hold.index.release())
 		q.forgetRetriesLocked()
 	}
-	for _, m := range q.held.all() { // delivered: ack now rather than lose the ack
+	for _, m := range q.hold.acks.all() { // delivered: ack now rather than lose the ack
 		q.settleLocked(m, false)
 	}
 }
@@ -221,30 +204,30 @@ func (q *Queue) enqueue(job *queue.Job, done func(int, error)) {
 func (q *Queue) stored(seq uint64, job *queue.Job) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.depth.stored(seq)
-	if src := q.srcs.get(q.subject, q.subjectFor(job)); seq > src.stored {
+	q.cnt.depth.stored(seq)
+	if src := q.pro.srcs.get(q.subject, q.subjectFor(job)); seq > src.stored {
 		src.stored = seq
 		src.count++
-		q.srcs.ringLocked(src)
+		q.pro.srcs.ringLocked(src)
 		q.nudge()
 	}
-	if len(q.levelDepth) == 0 {
-		return max(q.depth.n-q.notAheadLocked(job, time.Now()), 1)
+	if len(q.cnt.levels) == 0 {
+		return max(q.cnt.depth.n-q.notAheadLocked(job, time.Now()), 1)
 	}
-	l := queue.Level(job, len(q.levelDepth))
-	q.levelDepth[l].stored(seq)
+	l := queue.Level(job, len(q.cnt.levels))
+	q.cnt.levels[l].stored(seq)
 	return max(q.aheadLocked(l)-q.notAheadLocked(job, time.Now()), 1)
 }
 
 // aheadLocked is the jobs of level l and the more urgent levels (all of
 // them without per-level counts). Requires q.mu.
 func (q *Queue) aheadLocked(l int) int {
-	if len(q.levelDepth) == 0 {
-		return q.depth.n
+	if len(q.cnt.levels) == 0 {
+		return q.cnt.depth.n
 	}
 	n := 0
-	for i := range q.levelDepth[:min(l, len(q.levelDepth)-1)+1] {
-		n += q.levelDepth[i].n
+	for i := range q.cnt.levels[:min(l, len(q.cnt.levels)-1)+1] {
+		n += q.cnt.levels[i].n
 	}
 	return n
 }
@@ -263,9 +246,9 @@ func (q *Queue) streamHandle() natsjs.Stream {
 func (q *Queue) Ahead(job *queue.Job, at time.Time) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	n := q.depth.n
-	if len(q.levelDepth) > 0 {
-		n = q.aheadLocked(queue.Level(job, len(q.levelDepth)))
+	n := q.cnt.depth.n
+	if len(q.cnt.levels) > 0 {
+		n = q.aheadLocked(queue.Level(job, len(q.cnt.levels)))
 	}
 	return max(n-q.notAheadLocked(job, at), 0)
 }
@@ -297,15 +280,15 @@ func (q *Queue) configureLocked(s queue.Settings) {
 	q.levelsNow.Store(int32(levels))
 	switch {
 	case levels == 1:
-		q.levelDepth = nil
-	case len(q.levelDepth) != levels:
-		q.levelDepth = make([]depthBook, levels) // counted at the next refresh
+		q.cnt.levels = nil
+	case len(q.cnt.levels) != levels:
+		q.cnt.levels = make([]depthBook, levels) // counted at the next refresh
 	}
-	if len(q.srcs.ring) != levels {
-		q.srcs.configure(q.subject, levels)
+	if len(q.pro.srcs.ring) != levels {
+		q.pro.srcs.configure(q.subject, levels)
 	}
-	q.weights = s.Weights
-	q.index.configure(s)
+	q.pro.weights = s.Weights
+	q.hold.index.configure(s)
 	q.keyConc = s.KeyConcurrency > 0
 	q.nudge()
 }
@@ -343,7 +326,7 @@ func (q *Queue) Release() []*queue.Job {
 func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.depth.n
+	return q.cnt.depth.n
 }
 
 // Cap is the stream's bound.

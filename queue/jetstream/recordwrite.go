@@ -89,7 +89,7 @@ func (q *Queue) settleLocked(m natsjs.Msg, term bool) {
 		return
 	}
 	w := &recordWrite{m: m, term: term, rec: q.st.recordFor(m), s: q.s}
-	q.unrecorded[m] = w
+	q.hold.unrecorded[m] = w
 	q.recs.wg.Go(func() { q.writeRecord(w) })
 }
 
@@ -101,7 +101,7 @@ func (q *Queue) finishLocked(m natsjs.Msg, term bool) {
 	} else {
 		_ = m.Ack()
 	}
-	q.depth.remove()
+	q.cnt.depth.remove()
 	q.forgetLocked(m)
 }
 
@@ -113,9 +113,9 @@ func (q *Queue) writeRecord(w *recordWrite) {
 	for try := 1; ; try++ {
 		err := q.leave(w)
 		q.mu.Lock()
-		_, mine := q.unrecorded[w.m] // else Close handed it back
+		_, mine := q.hold.unrecorded[w.m] // else Close handed it back
 		if mine && err == nil {
-			delete(q.unrecorded, w.m)
+			delete(q.hold.unrecorded, w.m)
 			q.finishLocked(w.m, w.term)
 			q.signal() // its place in the window is free
 			select {
@@ -185,7 +185,7 @@ func (q *Queue) waitRecords(d time.Duration) {
 	defer deadline.Stop()
 	for {
 		q.mu.Lock()
-		n := len(q.unrecorded)
+		n := len(q.hold.unrecorded)
 		q.mu.Unlock()
 		if n == 0 {
 			break
@@ -200,14 +200,14 @@ func (q *Queue) waitRecords(d time.Duration) {
 	q.mu.Lock()
 	q.recs.gaveUp = true
 	q.recs.cancel()
-	if n := len(q.unrecorded); n > 0 {
+	if n := len(q.hold.unrecorded); n > 0 {
 		q.st.log.Warn("jetstream queue closed with dedupe records not stored; their jobs stay queued and are delivered again",
 			"downstream", q.name, "jobs", n)
 	}
-	for m := range q.unrecorded {
+	for m := range q.hold.unrecorded {
 		q.letGoLocked(m)
 		_ = m.Nak()
-		delete(q.unrecorded, m)
+		delete(q.hold.unrecorded, m)
 	}
 	q.mu.Unlock()
 	q.recs.wg.Wait()

@@ -35,7 +35,7 @@ func (q *Queue) retryWaitsLocked(m natsjs.Msg, at time.Time) {
 		return
 	}
 	seq := md.Sequence.Stream
-	if old, ok := q.retries[seq]; ok { // not fetched since: forget the old wait
+	if old, ok := q.hold.retries[seq]; ok { // not fetched since: forget the old wait
 		q.forgetRetryLocked(seq, old)
 	}
 	r := &waitingRetry{}
@@ -43,23 +43,23 @@ func (q *Queue) retryWaitsLocked(m natsjs.Msg, at time.Time) {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		switch {
-		case q.retries[seq] != r: // fetched, or Close forgot it
+		case q.hold.retries[seq] != r: // fetched, or Close forgot it
 		case r.due: // not fetched within a pull's wait
 			q.forgetRetryLocked(seq, r)
 		default:
 			r.due = true
-			q.retriesDue++
+			q.hold.retriesDue++
 			r.t.Reset(q.fetchWait())
 			q.signal()
 		}
 	})
-	q.retries[seq] = r
+	q.hold.retries[seq] = r
 }
 
 // retryFetchedLocked forgets the retry waiting as seq, fetched again.
 // Requires q.mu.
 func (q *Queue) retryFetchedLocked(seq uint64) {
-	if r, ok := q.retries[seq]; ok {
+	if r, ok := q.hold.retries[seq]; ok {
 		q.forgetRetryLocked(seq, r)
 	}
 }
@@ -68,14 +68,14 @@ func (q *Queue) retryFetchedLocked(seq uint64) {
 func (q *Queue) forgetRetryLocked(seq uint64, r *waitingRetry) {
 	r.t.Stop()
 	if r.due {
-		q.retriesDue--
+		q.hold.retriesDue--
 	}
-	delete(q.retries, seq)
+	delete(q.hold.retries, seq)
 }
 
 // forgetRetriesLocked forgets every waiting retry (Close). Requires q.mu.
 func (q *Queue) forgetRetriesLocked() {
-	for seq, r := range q.retries {
+	for seq, r := range q.hold.retries {
 		q.forgetRetryLocked(seq, r)
 	}
 }

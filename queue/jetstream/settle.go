@@ -18,23 +18,23 @@ import (
 func (q *Queue) Ack(job *queue.Job, at time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m, ok := q.taken[job]
+	m, ok := q.hold.taken[job]
 	if !ok {
 		return
 	}
-	delete(q.taken, job)
+	delete(q.hold.taken, job)
 	if !at.After(time.Now()) || q.closed {
 		q.ackLocked(m)
 		return
 	}
-	q.held.hold(m, at, q.ackDue)
+	q.hold.acks.hold(m, at, q.ackDue)
 }
 
 // ackDue acks the held acks due by now (heldAcks' timer).
 func (q *Queue) ackDue() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for _, m := range q.held.due(time.Now()) {
+	for _, m := range q.hold.acks.due(time.Now()) {
 		q.ackLocked(m)
 	}
 }
@@ -42,7 +42,7 @@ func (q *Queue) ackDue() {
 // ackLocked acks m, once its dedupe record is stored, and forgets it.
 // Requires q.mu.
 func (q *Queue) ackLocked(m natsjs.Msg) {
-	q.held.forget(m)
+	q.hold.acks.forget(m)
 	q.settleLocked(m, false)
 }
 
@@ -138,14 +138,14 @@ func (h *heldHeap) Pop() any {
 func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	m, ok := q.taken[job]
+	m, ok := q.hold.taken[job]
 	if !ok {
 		return
 	}
-	delete(q.taken, job)
+	delete(q.hold.taken, job)
 	switch {
 	case pushback && !q.closed:
-		q.index.retry(job, m, at)
+		q.hold.index.retry(job, m, at)
 	case pushback: // after the hand-back: not a try either
 		q.handBackLocked([]natsjs.Msg{m})
 	case time.Until(at) > 0:
@@ -166,9 +166,9 @@ func (q *Queue) RetryLater(job *queue.Job, at time.Time, pushback bool) {
 func (q *Queue) DropFront(drop func(*queue.Job) bool) []*queue.Job {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	jobs, msgs := q.index.dropFront(drop)
+	jobs, msgs := q.hold.index.dropFront(drop)
 	for i, job := range jobs {
-		q.taken[job] = msgs[i]
+		q.hold.taken[job] = msgs[i]
 	}
 	if len(jobs) > 0 {
 		q.signal() // room in the prefetch
@@ -181,8 +181,8 @@ func (q *Queue) DropFront(drop func(*queue.Job) bool) []*queue.Job {
 func (q *Queue) GiveUp(job *queue.Job) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if m, ok := q.taken[job]; ok {
-		delete(q.taken, job)
+	if m, ok := q.hold.taken[job]; ok {
+		delete(q.hold.taken, job)
 		q.settleLocked(m, true)
 	}
 }
