@@ -42,8 +42,8 @@ func TestDepthPubAckAfterRefresh(t *testing.T) {
 
 	seqA, seqB := publish("a"), publish("b") // the stream is full: 2 of 2
 	q.refresh(ctx, s)
-	q.stored(seqA, &queue.Job{}) // late PubAcks of messages the refresh counted
-	q.stored(seqB, &queue.Job{})
+	q.stored(seqA, &queue.Job{}, q.subject) // late PubAcks of messages the refresh counted
+	q.stored(seqB, &queue.Job{}, q.subject)
 	if got := q.Len(); got != 2 {
 		t.Fatalf("Len = %d after a refresh counted 2 and their late PubAcks, want 2 (capacity 2)", got)
 	}
@@ -58,7 +58,7 @@ func TestDepthPubAckAfterRefresh(t *testing.T) {
 	q.mu.Lock()
 	q.cnt.depth.remove() // as the ack of a would
 	q.mu.Unlock()
-	q.stored(publish("d"), &queue.Job{})
+	q.stored(publish("d"), &queue.Job{}, q.subject)
 	if got := q.Len(); got != 2 {
 		t.Fatalf("Len = %d after one removed and one stored past the refresh, want 2", got)
 	}

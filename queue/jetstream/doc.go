@@ -21,11 +21,15 @@
 // .D.k.<token>.p<L> (the key in base64url without padding; "" is "_"),
 // and the stream has MaxMsgsPerSubject = queue.key_capacity with discard
 // new per subject, so the server bounds each key (with levels: each key
-// at each level), in jobs, for every instance (its refusal is
+// at each level; its delayed jobs apart), in jobs, for every instance (its refusal is
 // queue.ErrKeyFull, queue_full naming queue.key_capacity). A job's
 // priority (Shaper-Priority: P, absent = the least urgent level) and a
 // delayed job's instant (Shaper-Not-Before, unix nanoseconds) are headers
-// too, so a job keeps its level in the local order when K changes.
+// too, so a job keeps its level in the local order when K changes. A job
+// whose instant is more than delayLead ahead when stored is on its
+// level's delayed subject, .D.d<L> (under fairness .D.k.<token>.d<L>),
+// so that every instance counts the jobs waiting for their instant from
+// the stream.
 //
 // Migration: a stream with the previous version's one subject, .D, is
 // updated in place to both subjects, with one log line; its jobs keep
@@ -96,8 +100,10 @@
 //
 // # Delays
 //
-// A job whose instant is more than the lead (2 s) ahead when promoted gets
-// a delayed token (.d<L>): fetched, it is handed back with
+// The promoter reads the delayed subjects as they fill and promotes their
+// jobs at once, whatever the window's room. A job whose instant is more
+// than the lead (2 s) ahead when promoted gets a delayed token (.d<L>):
+// fetched, it is handed back with
 // NakWithDelay(instant − lead − now), so it waits in the window stream,
 // held by the server for every instance and across a crash, and nothing
 // of it stays in the drainer. Back within the lead, the job gets a ready

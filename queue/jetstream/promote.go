@@ -158,6 +158,22 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 	if q.s == nil || q.closed || !q.mayPromoteLocked() {
 		return nil, nil
 	}
+	// The delayed jobs first, as they are read: their tokens take no room.
+	for len(picks) < maxRead {
+		src := q.pro.srcs.nextDelayed()
+		if src == nil {
+			break
+		}
+		if len(src.buf) == 0 {
+			if len(picks) == 0 {
+				need = []toRead{{src, src.cursor, maxRead}}
+			}
+			return picks, need
+		}
+		for len(src.buf) > 0 && len(picks) < maxRead {
+			picks = append(picks, q.bookLocked(src, now))
+		}
+	}
 	for room := q.roomLocked(now); room > 0; {
 		src := q.pro.srcs.current(q.weightLocked)
 		if src == nil {
@@ -175,19 +191,25 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 			q.pro.srcs.pass(src)
 			continue
 		}
-		src.buf[0] = nil
-		src.buf = src.buf[1:]
-		q.pro.buffered--
-		src.out++
+		picks = append(picks, q.bookLocked(src, now))
 		if src.deficit = max(src.deficit-cost, 0); src.deficit == 0 {
 			q.pro.srcs.pass(src)
 		}
-		// Known before the token is stored: its fetch may come first.
-		q.pro.promoted[head.Sequence] = promotedJob{msg: head, at: now}
-		picks = append(picks, pick{src, head})
 		room--
 	}
 	return picks, need
+}
+
+// bookLocked takes src's first job read as promoted (known before its
+// token is stored: its fetch may come first). Requires q.mu.
+func (q *Queue) bookLocked(src *source, now time.Time) pick {
+	head := src.buf[0]
+	src.buf[0] = nil
+	src.buf = src.buf[1:]
+	q.pro.buffered--
+	src.out++
+	q.pro.promoted[head.Sequence] = promotedJob{msg: head, at: now}
+	return pick{src, head}
 }
 
 // toReadLocked is src, whose turn it is, and the sources after it in its

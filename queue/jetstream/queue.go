@@ -201,11 +201,11 @@ func (q *Queue) enqueue(job *queue.Job, done func(int, error)) {
 // returns its position: the stream's depth, or with levels the jobs of
 // its own and the more urgent levels, less those that start after it or
 // have started (notAheadLocked).
-func (q *Queue) stored(seq uint64, job *queue.Job) int {
+func (q *Queue) stored(seq uint64, job *queue.Job, subject string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.cnt.depth.stored(seq)
-	if src := q.pro.srcs.get(q.subject, q.subjectFor(job)); seq > src.stored {
+	if src := q.pro.srcs.get(q.subject, subject); seq > src.stored {
 		src.stored = seq
 		src.count++
 		q.pro.srcs.ringLocked(src)

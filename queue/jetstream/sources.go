@@ -23,11 +23,14 @@ type source struct {
 func (s *source) pending() bool { return len(s.buf) > 0 || s.count > s.out+len(s.buf) }
 
 // sources are a queue's subjects, and for each level those that may have
-// jobs to promote, in turn. Requires the queue's mutex.
+// jobs to promote, in turn; the delayed jobs' subjects, whose jobs are
+// promoted as soon as they are read (a delayed job's token waits in the
+// window stream and takes no room), apart. Requires the queue's mutex.
 type sources struct {
-	by   map[string]*source
-	ring [][]*source
-	turn []int
+	by      map[string]*source
+	ring    [][]*source
+	turn    []int
+	delayed []*source
 }
 
 // configure sets the levels, placing every source again.
@@ -35,7 +38,7 @@ func (ss *sources) configure(base string, levels int) {
 	if ss.by == nil {
 		ss.by = map[string]*source{}
 	}
-	ss.ring, ss.turn = make([][]*source, levels), make([]int, levels)
+	ss.ring, ss.turn, ss.delayed = make([][]*source, levels), make([]int, levels), nil
 	for _, s := range ss.by {
 		s.place, s.ringed, s.visited = placeOf(base, s.subject, levels), false, false
 		ss.ringLocked(s)
@@ -52,12 +55,33 @@ func (ss *sources) get(base, subject string) *source {
 	return s
 }
 
-// ringLocked puts s in its level's turn when it may have jobs to promote.
+// ringLocked puts s in its level's turn (a delayed subject: with the
+// delayed ones) when it may have jobs to promote.
 func (ss *sources) ringLocked(s *source) {
-	if !s.ringed && s.pending() && s.level < len(ss.ring) {
+	switch {
+	case s.ringed || !s.pending():
+	case s.delayed:
+		s.ringed = true
+		ss.delayed = append(ss.delayed, s)
+	case s.level < len(ss.ring):
 		s.ringed = true
 		ss.ring[s.level] = append(ss.ring[s.level], s)
 	}
+}
+
+// nextDelayed is a delayed subject that may have jobs to promote (nil:
+// none), the ones with none dropped on the way.
+func (ss *sources) nextDelayed() *source {
+	for len(ss.delayed) > 0 {
+		s := ss.delayed[0]
+		if s.pending() {
+			return s
+		}
+		s.ringed = false
+		ss.delayed[0] = nil
+		ss.delayed = ss.delayed[1:]
+	}
+	return nil
 }
 
 // current is the source whose turn it is: of the most urgent level with a

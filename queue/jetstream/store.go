@@ -104,9 +104,10 @@ type Store struct {
 }
 
 type pendingPub struct {
-	q    *Queue
-	job  *queue.Job
-	done func(int, error)
+	q       *Queue
+	job     *queue.Job
+	subject string // the job's subject
+	done    func(int, error)
 }
 
 // New prepares the backend on nc. It does no I/O.
@@ -195,8 +196,8 @@ func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
 
 // send stores job for q; done gets the PubAck's answer.
 func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
-	m := encode(q.subjectFor(job), job)
-	if err := st.pub.publish(m, pendingPub{q: q, job: job, done: done}); err != nil {
+	m := encode(q.subjectFor(job, time.Now()), job)
+	if err := st.pub.publish(m, pendingPub{q: q, job: job, subject: m.Subject, done: done}); err != nil {
 		done(0, fmt.Errorf("publish to %s: %w", m.Subject, err))
 	}
 }
@@ -210,7 +211,7 @@ func (st *Store) answer(p pendingPub, pa pubAck, err error) {
 	case pa.duplicate:
 		go st.duplicate(p, pa.seq) // looks the original up: I/O
 	default:
-		p.done(p.q.stored(pa.seq, p.job), nil)
+		p.done(p.q.stored(pa.seq, p.job, p.subject), nil)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/shaperd/shaper/queue"
 )
@@ -16,8 +17,9 @@ import (
 // base64url without padding. A subject is what the drain reads in order
 // (the next job of a level, or of a key at a level), so it names both.
 const (
-	levelToken = ".p"
-	keyToken   = ".k."
+	levelToken   = ".p"
+	delayedToken = ".d" // a delayed job's subject: <base>.d<L>"
+	keyToken     = ".k."
 	// emptyKeyToken is the token of the key "": never a key's base64url
 	// (one byte encodes to two characters).
 	emptyKeyToken = "_"
@@ -47,14 +49,20 @@ func levelSubject(base string, l, levels int) string {
 	return base + levelToken + strconv.Itoa(l)
 }
 
-// subjectFor is the subject job is stored on.
-func (q *Queue) subjectFor(job *queue.Job) string {
+// subjectFor is the subject job is stored on, at now: a job whose instant
+// is more than delayLead ahead on its level's delayed subject (.d<L>,
+// under its key's subject under fairness), so that the stream's counts
+// say how many jobs wait for their instant.
+func (q *Queue) subjectFor(job *queue.Job, now time.Time) string {
 	base := q.subject
 	if q.fair {
 		base = keySubject(q.subject, job.Key)
 	}
-	levels := int(q.levelsNow.Load())
-	if levels <= 1 {
+	levels := max(int(q.levelsNow.Load()), 1)
+	if job.NotBefore.After(now.Add(delayLead)) {
+		return base + delayedToken + strconv.Itoa(queue.Level(job, levels))
+	}
+	if levels == 1 {
 		return base
 	}
 	return levelSubject(base, queue.Level(job, levels), levels)
@@ -63,9 +71,10 @@ func (q *Queue) subjectFor(job *queue.Job) string {
 // place is where a subject of a queue's stream puts its jobs in the
 // order: a level and, under fairness, a key.
 type place struct {
-	level int
-	key   string
-	keyed bool // a key's subject (fairness)
+	level   int
+	key     string
+	keyed   bool // a key's subject (fairness)
+	delayed bool // a delayed job's subject (.d<L>)
 }
 
 // placeOf parses subj, a subject under base, for a queue of levels
@@ -88,6 +97,10 @@ func placeOf(base, subj string, levels int) place {
 				p.key = string(k)
 			}
 		}
+	}
+	if l, err := strconv.Atoi(strings.TrimPrefix(rest, delayedToken)); err == nil && strings.HasPrefix(rest, delayedToken) && l >= 0 {
+		p.level, p.delayed = min(l, levels-1), true
+		return p
 	}
 	if l, err := strconv.Atoi(strings.TrimPrefix(rest, levelToken)); err == nil && strings.HasPrefix(rest, levelToken) && l >= 0 && l < levels {
 		p.level = l

@@ -55,9 +55,6 @@ func (st *Store) delayedSubject(downstream string, l int) string {
 	return st.windowSubject(downstream) + delayedToken + strconv.Itoa(l)
 }
 
-// delayedToken marks a delayed token's subject: <window subject>.d<L>.
-const delayedToken = ".d"
-
 // delayedLevel is the level of a delayed token's subject under window (a
 // downstream's window subject), or false for a ready token's.
 func delayedLevel(window, subj string) (int, bool) {
