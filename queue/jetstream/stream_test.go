@@ -3,7 +3,9 @@ package jetstream
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -143,4 +145,66 @@ func TestWindowSize(t *testing.T) {
 			t.Errorf("windowFor(rate %g, concurrency %d) = %d, want %d", tc.rate, tc.conc, got, tc.want)
 		}
 	}
+}
+
+// A stream the previous version drained through its own consumer, which
+// still holds a fetched job unacked (a crash), is migrated at start: that
+// consumer is deleted with one log line, and every job, the held one
+// included, is promoted and started once.
+func TestLegacyConsumerMigrated(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	st, js := runStoreWith(t, Settings{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+	ctx := context.Background()
+	ls := QueueSettings{Name: "legacy", Capacity: 10, Rate: 100, Concurrency: 4}
+	cfg := st.streamConfig(ls.Name, ls.bounds())
+	cfg.AllowDirect = false // as the previous version made it
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := js.PublishMsg(ctx, encode(st.Subject(ls.Name), job(name, "", 0))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := js.CreateOrUpdateConsumer(ctx, cfg.Name, natsjs.ConsumerConfig{Durable: Consumer, AckPolicy: natsjs.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := old.Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range held.Messages() { // fetched, never acked: the previous drainer died
+	}
+	q := openQueue(t, st, ls)
+	q.Start(func() {})
+	defer q.Close()
+	got := strings.Join(takeN(t, q, 3), " ")
+	if got != "a b c" {
+		t.Fatalf("starts %q, want a b c", got)
+	}
+	if _, err := js.Consumer(ctx, cfg.Name, Consumer); !errors.Is(err, natsjs.ErrConsumerNotFound) {
+		t.Fatalf("the previous version's consumer: %v, want deleted", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "jetstream queue migrated"); n != 1 {
+		t.Fatalf("%d migration log lines, want 1:\n%s", n, logs.String())
+	}
+	if j := takeWithin(q, 500*time.Millisecond); j != nil {
+		t.Fatalf("%s started again", j.Payload)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
