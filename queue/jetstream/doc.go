@@ -70,7 +70,10 @@
 // from this instance's stores at once. The window holds max(concurrency,
 // rate × 1 s) jobs (at most 1 000; at least 100 under a per-key cap, so
 // that the drain can pass over a capped key's jobs) besides those in
-// flight and those waiting out a delay or a backoff. A token's Nats-Msg-Id
+// flight and those waiting out a delay or a backoff; its room for a level
+// counts only the jobs of that level and the more urgent ones, so a more
+// urgent job takes a place at once in a window full of less urgent ones
+// (with K levels it holds K windows at most). A token's Nats-Msg-Id
 // is D:<sequence>, so a job promoted twice within the duplicate window
 // (by two instances while none is pinned, or again after a restart) has
 // one token; the fetcher drops a token whose job it holds already, or

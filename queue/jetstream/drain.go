@@ -23,7 +23,8 @@ func (q *Queue) fetch() {
 		c := q.c
 		// a job waiting for its record holds its place; a retry whose
 		// backoff ended makes room for itself (retryWaitsLocked)
-		room := q.windowLocked() - (q.hold.index.len() - q.hold.index.delayedAt(time.Now())) - len(q.hold.unrecorded) + q.hold.retriesDue
+		// the window holds a window's worth per level at most (roomFor)
+		room := q.windowLocked()*q.hold.index.levels - (q.hold.index.len() - q.hold.index.delayedAt(time.Now())) - len(q.hold.unrecorded) + q.hold.retriesDue
 		q.mu.Unlock()
 		if c == nil {
 			q.sleep(retryEvery)

@@ -159,7 +159,7 @@ func (q *Queue) nakDelayed(m natsjs.Msg, seq uint64, stored time.Time, e ledgerE
 // the old token serves.
 func (q *Queue) moveDue(t natsjs.Msg, job *natsjs.RawStreamMsg, e ledgerEntry) bool {
 	q.mu.Lock()
-	q.pro.promoted[job.Sequence] = promotedJob{msg: job, at: time.Now()}
+	q.pro.promoted[job.Sequence] = promotedJob{msg: job, at: time.Now(), level: levelOfSubject(q.subject, job.Subject, q.hold.index.levels)}
 	q.mu.Unlock()
 	if err := q.sendToken(q.st.windowSubject(q.name), job.Sequence, dueSuffix); err != nil {
 		q.mu.Lock()

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	natsjs "github.com/nats-io/nats.go/jetstream"
+
+	"github.com/shaperd/shaper/queue"
 )
 
 // The promoter: which job of the stream goes into the window next.
@@ -38,13 +40,15 @@ type promoter struct {
 	pinSeen  string                 // the pin id of this instance's last fetched token
 	pinNow   string                 // the pinned instance's id, as the last refresh read it
 	rounds   []round                // tokens sent, PubAcks not all checked
+	in       []int                  // pickLocked's scratch: the window's jobs by level
 }
 
 // promotedJob is a job promoted by this instance, kept until its token is
 // fetched (here, or expired: the token went to another instance).
 type promotedJob struct {
-	msg *natsjs.RawStreamMsg
-	at  time.Time
+	msg   *natsjs.RawStreamMsg
+	at    time.Time
+	level int // its subject's
 }
 
 // promotedTTL is how long a promoted job is kept for its token.
@@ -66,14 +70,30 @@ func (q *Queue) weightLocked(key string) int {
 	return 1
 }
 
-// roomLocked is how many jobs more the window may take: the window less
-// the jobs promoted and not fetched, held ready, or leaving (a job waiting
-// for its record holds its place). Jobs in flight (at most the lane's
-// concurrency) and jobs waiting out a delay or a retry's backoff take
-// none. Requires q.mu.
-func (q *Queue) roomLocked(now time.Time) int {
-	in := len(q.pro.promoted) + q.hold.index.len() - q.hold.index.delayedAt(now) + len(q.hold.unrecorded)
-	return q.windowLocked() - in
+// inWindowLocked fills in, one count per level, with the window's jobs
+// of each level (promoted and not fetched, or held ready) and returns
+// the jobs leaving (a job waiting for its record holds its place). Jobs
+// in flight (at most the lane's concurrency) and jobs waiting out a delay
+// or a retry's backoff take no place. Requires q.mu.
+func (q *Queue) inWindowLocked(now time.Time, in []int) int {
+	q.hold.index.kind.(queue.Counter).Counts(now, in)
+	for _, p := range q.pro.promoted {
+		in[min(p.level, len(in)-1)]++
+	}
+	return len(q.hold.unrecorded)
+}
+
+// roomFor is how many jobs of level l the window may take more: the
+// window less its jobs of level l and the more urgent levels, and those
+// leaving. A more urgent job takes a place at once in a window full of
+// less urgent ones (the window then holds more, at most the window per
+// level), so that it starts next, as on a memory queue.
+func roomFor(l, window, leaving int, in []int) int {
+	n := leaving
+	for _, c := range in[:min(l+1, len(in))] {
+		n += c
+	}
+	return window - n
 }
 
 // mayPromoteLocked reports whether this instance fills the window: it is
@@ -174,9 +194,15 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 			picks = append(picks, q.bookLocked(src, now))
 		}
 	}
-	for room := q.roomLocked(now); room > 0; {
+	in := q.pro.in[:0]
+	for range q.hold.index.levels {
+		in = append(in, 0)
+	}
+	q.pro.in = in
+	leaving := q.inWindowLocked(now, in)
+	for {
 		src := q.pro.srcs.current(q.weightLocked)
-		if src == nil {
+		if src == nil || roomFor(src.level, q.windowLocked(), leaving, in) <= 0 {
 			break
 		}
 		if len(src.buf) == 0 {
@@ -192,10 +218,10 @@ func (q *Queue) pickLocked(now time.Time) (picks []pick, need []toRead) {
 			continue
 		}
 		picks = append(picks, q.bookLocked(src, now))
+		in[min(src.level, len(in)-1)]++
 		if src.deficit = max(src.deficit-cost, 0); src.deficit == 0 {
 			q.pro.srcs.pass(src)
 		}
-		room--
 	}
 	return picks, need
 }
@@ -208,7 +234,7 @@ func (q *Queue) bookLocked(src *source, now time.Time) pick {
 	src.buf = src.buf[1:]
 	q.pro.buffered--
 	src.out++
-	q.pro.promoted[head.Sequence] = promotedJob{msg: head, at: now}
+	q.pro.promoted[head.Sequence] = promotedJob{msg: head, at: now, level: src.level}
 	return pick{src, head}
 }
 

@@ -96,3 +96,21 @@ func TestPromoterOrder(t *testing.T) {
 		})
 	}
 }
+
+// A more urgent job takes a place at once in a window full of less
+// urgent ones, and starts next, as on a memory queue.
+func TestUrgentJobEntersAFullWindow(t *testing.T) {
+	st, _ := runStore(t)
+	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 2, Priorities: 3})
+	for i := range 5 {
+		storeAll(t, q, job(fmt.Sprint("o", i), "", 0))
+	}
+	q.Start(func() {})
+	defer q.Close()
+	waitHeld(t, q, 2) // the window: two jobs
+	storeAll(t, q, job("u", "", 1))
+	waitHeld(t, q, 3)
+	if got := strings.Join(takeN(t, q, 3), " "); got != "u o0 o1" {
+		t.Fatalf("starts %s, want u o0 o1", got)
+	}
+}
