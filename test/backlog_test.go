@@ -48,7 +48,7 @@ func fillQueue(t *testing.T, nc *nats.Conn, subject string, n int, payload []byt
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				m := &nats.Msg{Subject: subject, Data: payload, Header: header(i)}
-				r, err := nc.RequestMsg(m, 10*time.Second)
+				r, err := nc.RequestMsg(m, 30*time.Second)
 				switch {
 				case err != nil:
 					first.CompareAndSwap(nil, err.Error())

@@ -7,8 +7,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,39 +152,18 @@ func TestBacklogBench(t *testing.T) {
 
 // benchFill sends n 1 KiB jobs to subject from 64 producers by
 // request/reply, job i (counted from first) with priority i%3 and key
-// tenant-(i%1000), fails unless all were accepted, and returns the
-// accepted jobs per second.
+// tenant-(i%1000), fails unless all were accepted (fillQueue), and returns
+// the accepted jobs per second.
 func benchFill(t *testing.T, nc *nats.Conn, subject string, n, first int) float64 {
 	t.Helper()
 	payload := make([]byte, 1024)
 	for i := range payload {
 		payload[i] = byte('a' + i%26)
 	}
-	var next, refused atomic.Int64
-	var why atomic.Value
 	began := time.Now()
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				k := first + i
-				m := &nats.Msg{Subject: subject, Data: payload, Header: nats.Header{
-					"Shaper-Priority": {strconv.Itoa(k % 3)}, "Shaper-Key": {fmt.Sprintf("tenant-%d", k%1000)}}}
-				r, err := nc.RequestMsg(m, 30*time.Second)
-				switch {
-				case err != nil:
-					why.CompareAndSwap(nil, err.Error())
-					refused.Add(1)
-				case r.Header.Get("Shaper-Status") != "accepted":
-					why.CompareAndSwap(nil, string(r.Data))
-					refused.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if k := refused.Load(); k > 0 {
-		t.Fatalf("%s: %d of %d jobs not accepted; first: %v", subject, k, n, why.Load())
-	}
+	fillQueue(t, nc, subject, n, payload, func(i int) nats.Header {
+		k := first + i
+		return nats.Header{"Shaper-Priority": {strconv.Itoa(k % 3)}, "Shaper-Key": {fmt.Sprintf("tenant-%d", k%1000)}}
+	})
 	return float64(n) / time.Since(began).Seconds()
 }

@@ -81,10 +81,7 @@ func (st *Store) handbacks(ctx context.Context) (natsjs.KeyValue, natsjs.Stream,
 // because a bucket made by the KV API denies deleting a message, and an
 // entry is deleted by its sequence so that no delete marker stays.
 func (st *Store) ledgerConfig() natsjs.StreamConfig {
-	storage := natsjs.FileStorage
-	if st.set.Storage == "memory" {
-		storage = natsjs.MemoryStorage
-	}
+	storage := st.storage()
 	return natsjs.StreamConfig{
 		Name:              kvStreamPre + st.HandbackBucket(),
 		Description:       "shaperd: deliveries of queued jobs that were not tries (delays, hand-backs at a stop)",

@@ -43,10 +43,7 @@ func (st *Store) recordSubject(msgID string) string {
 // per key, values expire after the window, direct gets: a lookup is
 // answered by any replica, inline, without the JetStream API's queue).
 func (st *Store) recordConfig() natsjs.StreamConfig {
-	storage := natsjs.FileStorage
-	if st.set.Storage == "memory" {
-		storage = natsjs.MemoryStorage
-	}
+	storage := st.storage()
 	return natsjs.StreamConfig{
 		Name:              st.recordStream(),
 		Description:       "shaperd: job id of each Nats-Msg-Id, kept for ingress.dedupe_window",

@@ -79,12 +79,17 @@ func perKeyBound(fair bool, keyCap, capacity int) int {
 	return keyCap
 }
 
+// storage is the streams' storage (Settings.Storage).
+func (st *Store) storage() natsjs.StorageType {
+	if st.set.Storage == "memory" {
+		return natsjs.MemoryStorage
+	}
+	return natsjs.FileStorage
+}
+
 // streamConfig is the stream that holds downstream's queue.
 func (st *Store) streamConfig(downstream string, b bounds) natsjs.StreamConfig {
-	storage := natsjs.FileStorage
-	if st.set.Storage == "memory" {
-		storage = natsjs.MemoryStorage
-	}
+	storage := st.storage()
 	return natsjs.StreamConfig{
 		Name:        st.StreamName(downstream),
 		Description: "shaperd queue of downstream " + downstream,

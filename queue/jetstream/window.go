@@ -74,10 +74,7 @@ func windowFor(ls QueueSettings) int {
 }
 
 func (st *Store) windowConfig() natsjs.StreamConfig {
-	storage := natsjs.FileStorage
-	if st.set.Storage == "memory" {
-		storage = natsjs.MemoryStorage
-	}
+	storage := st.storage()
 	return natsjs.StreamConfig{
 		Name:        st.WindowStream(),
 		Description: "shaperd windows: the jobs each queue's drainer starts next",
