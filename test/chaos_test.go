@@ -168,12 +168,27 @@ func chaosDrain(t *testing.T, c *chaos, lg *chaosLedger, ds *downstream) map[str
 		}
 		if time.Now().After(deadline) {
 			t.Logf("drain: %d accepted ids still undelivered after 2 min (queue empty: %v)", missing, chaosQueueEmpty(c.js))
+			c.logDaemons()
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // a late redelivery still counts
 	return accepted
+}
+
+// logDaemons logs the warnings and errors of each daemon still running,
+// the last 20 of each: what a stalled drain said.
+func (c *chaos) logDaemons() {
+	for i, p := range c.daemons {
+		var lines []string
+		for _, l := range strings.Split(p.stderr.String(), "\n") {
+			if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+				lines = append(lines, l)
+			}
+		}
+		c.t.Logf("daemon %d: %d warnings and errors; the last ones:\n%s", i, len(lines), strings.Join(lines[max(len(lines)-20, 0):], "\n"))
+	}
 }
 
 // chaosQueueEmpty reports whether the queue's stream holds nothing and its

@@ -78,9 +78,13 @@
 // (by two instances while none is pinned, or again after a restart) has
 // one token; the fetcher drops a token whose job it holds already, or
 // whose job left the stream. The promoter runs on the pinned instance, or
-// on every instance while none is pinned (a refresh reads the consumer's
-// pin); when no token is pending or held anywhere, the cursors are reset,
-// so a job whose token was lost is promoted again.
+// on every instance while none is pinned, the window holds no token, or
+// the window delivered nothing for PinnedTTL + AckWait while jobs wait (a
+// refresh reads the consumer's pin and state): no instance waits on a pin
+// that outlived its drainer. An instance that finds another pinned hands
+// back the jobs it holds and has not started. When no token is pending or
+// held anywhere, the cursors are reset, so a job whose token was lost is
+// promoted again.
 //
 // The fetcher (drain.go) holds the window's tokens in a local index of
 // the memory kind the settings name (queue.Bucket, or queue.Fair under

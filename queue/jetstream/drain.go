@@ -207,9 +207,14 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 				q.pro.pinNow = g.PinnedClientID
 			}
 		}
-		if ci.NumPending == 0 && ci.NumAckPending == 0 && q.idleLocked() {
+		q.pro.windowEmpty = ci.NumPending == 0 && ci.NumAckPending == 0
+		q.pro.watchDelivered(ci.Delivered.Stream, q.cnt.depth.n > 0, time.Now(), q.st.set.PinnedTTL+q.st.set.AckWait)
+		if q.pro.windowEmpty && q.idleLocked() {
 			q.pro.srcs.reset() // no token anywhere: every job in the stream is to promote
 			q.pro.buffered = 0
+		}
+		if q.pro.pinSeen != "" && q.pro.pinNow != "" && q.pro.pinNow != q.pro.pinSeen {
+			q.lostPinLocked()
 		}
 	}
 	q.expirePromotedLocked(time.Now())
@@ -246,6 +251,22 @@ func (q *Queue) readDelayed(ctx context.Context) []int {
 		}
 	}
 	return out
+}
+
+// lostPinLocked hands back the jobs held and not started, and forgets
+// the promoted ones, when another instance is pinned: this one froze or
+// was cut off past PinnedTTL (and AckWait), its tokens went to the next
+// drainer, and starting what it still holds would overlap that drainer's
+// starts (twice the rate for up to a window). Requires q.mu.
+func (q *Queue) lostPinLocked() {
+	held := q.hold.index.release()
+	if len(held) > 0 {
+		q.st.log.Warn("jetstream drain: another instance is pinned; the jobs held here are handed back",
+			"downstream", q.name, "jobs", len(held))
+	}
+	q.handBackLocked(held)
+	clear(q.pro.promoted)
+	q.pro.pinSeen = ""
 }
 
 // idleLocked reports whether this instance holds no job of the window.

@@ -141,6 +141,9 @@ func (q *Queue) NextReady() (time.Time, bool) { return q.NextReadyIf(nil) }
 func (q *Queue) NextReadyIf(may func(key string) bool) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.hold.unrecorded) >= q.leaving { // the next to leave wakes the lane
+		return time.Time{}, false
+	}
 	return q.hold.index.kind.NextReadyIf(may)
 }
 
@@ -152,6 +155,9 @@ func (q *Queue) Take(now time.Time) (*queue.Job, time.Time, bool) { return q.Tak
 func (q *Queue) TakeIf(now time.Time, may func(key string) bool) (*queue.Job, time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if len(q.hold.unrecorded) >= q.leaving {
+		return nil, time.Time{}, false
+	}
 	job, at, m, ok := q.hold.index.take(now, may)
 	if !ok {
 		return nil, time.Time{}, false

@@ -39,8 +39,17 @@ type promoter struct {
 	weights  map[string]int         // fairness: weight by key
 	pinSeen  string                 // the pin id of this instance's last fetched token
 	pinNow   string                 // the pinned instance's id, as the last refresh read it
-	rounds   []round                // tokens sent, PubAcks not all checked
-	in       []int                  // pickLocked's scratch: the window's jobs by level
+	// windowEmpty says the last refresh found no token in the window,
+	// pending or held by any instance.
+	windowEmpty bool
+	// delivered is the window consumer's last delivered token sequence,
+	// unchanged since deliveredAt; stalled says for too long, with jobs
+	// waiting (watchDelivered).
+	delivered   uint64
+	deliveredAt time.Time
+	stalled     bool
+	rounds      []round // tokens sent, PubAcks not all checked
+	in          []int   // pickLocked's scratch: the window's jobs by level
 }
 
 // promotedJob is a job promoted by this instance, kept until its token is
@@ -97,8 +106,29 @@ func roomFor(l, window, leaving int, in []int) int {
 }
 
 // mayPromoteLocked reports whether this instance fills the window: it is
-// the pinned drainer, or no instance is. Requires q.mu.
-func (q *Queue) mayPromoteLocked() bool { return q.pro.pinNow == "" || q.pro.pinNow == q.pro.pinSeen }
+// the pinned drainer, or no instance is, or the window holds no token at
+// all (a pin may outlive a drainer that died with nothing to deliver;
+// promoting then is harmless, a job's second token being refused as a
+// duplicate, and the instance that pulls the first token is pinned).
+// Requires q.mu.
+func (q *Queue) mayPromoteLocked() bool {
+	return q.pro.pinNow == "" || q.pro.pinNow == q.pro.pinSeen || q.pro.windowEmpty || q.pro.stalled
+}
+
+// watchDelivered takes the window consumer's last delivered token
+// sequence, read at now, and whether the queue holds jobs: a window that
+// delivered nothing for stall while jobs wait is stalled, and then every
+// instance promotes (the pinned one may have died holding no token, its
+// pin outliving it; a second token of a job is refused as a duplicate,
+// and the instance that pulls the first is pinned). Requires the queue's
+// mutex.
+func (p *promoter) watchDelivered(last uint64, jobs bool, now time.Time, stall time.Duration) {
+	if last != p.delivered || !jobs || p.deliveredAt.IsZero() {
+		p.delivered, p.deliveredAt, p.stalled = last, now, false
+		return
+	}
+	p.stalled = now.Sub(p.deliveredAt) >= stall
+}
 
 // promote is the promoter goroutine: it fills the window whenever there
 // is room and a job to promote, and otherwise waits to be nudged (a store,

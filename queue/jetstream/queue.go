@@ -40,6 +40,7 @@ type Queue struct {
 	subject string
 	fair    bool  // queue.fairness key: each key's jobs on a subject of their own
 	win     int   // the window: windowFor the lane's rate and concurrency
+	leaving int   // leavingFor the lane's rate and concurrency
 	share   int64 // QueueSettings.StoreShare
 
 	ctx    context.Context
@@ -115,7 +116,7 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	}
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name), fair: ls.Fairness,
-		win: windowFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1), bounds: ls.bounds(),
+		win: windowFor(ls), leaving: leavingFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1), bounds: ls.bounds(),
 		hold: holdings{taken: map[*queue.Job]natsjs.Msg{}, unrecorded: map[natsjs.Msg]*recordWrite{},
 			origins: map[uint64]struct{}{}, ledger: map[uint64]ledgerEntry{}, retries: map[uint64]*waitingRetry{}},
 		pro: promoter{wake: make(chan struct{}, 1), promoted: map[uint64]promotedJob{}},

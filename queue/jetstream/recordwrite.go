@@ -114,7 +114,9 @@ func (q *Queue) writeRecord(w *recordWrite) {
 		err := q.leave(w)
 		q.mu.Lock()
 		_, mine := q.hold.unrecorded[w.m] // else Close handed it back
+		wake := false
 		if mine && err == nil {
+			wake = len(q.hold.unrecorded) >= q.leaving // the lane waited for this
 			delete(q.hold.unrecorded, w.m)
 			q.finishLocked(w.m, w.term)
 			q.signal() // its place in the window is free
@@ -126,6 +128,9 @@ func (q *Queue) writeRecord(w *recordWrite) {
 		recovered := err == nil && q.recs.failing
 		q.recs.failing = err != nil
 		q.mu.Unlock()
+		if wake && q.ready != nil {
+			q.ready()
+		}
 		switch {
 		case recovered:
 			q.st.log.Info("jetstream jobs leave their stream again", "downstream", q.name, "stream", q.stream)

@@ -66,6 +66,24 @@ func delayedLevel(window, subj string) (int, bool) {
 	return l, err == nil && l >= 0
 }
 
+// leavingFor bounds a lane's jobs delivered and not yet gone from the
+// stream (their record, delete or token ack outstanding): its
+// concurrency, or 20 ms of drain at its rate when that is more, at least
+// 2 (a start need not wait for the last job's delete) and at most 100.
+// Past it no job starts (NextReady answers none), so that a store that
+// cannot take the deletes stops the drain after that many jobs, which is
+// what a crash then would deliver again.
+func leavingFor(ls QueueSettings) int {
+	ahead := int(math.Ceil(ls.Rate * leavingAhead.Seconds()))
+	return min(max(ls.Concurrency, ahead, 2), maxLeaving)
+}
+
+// Bounds of leavingFor.
+const (
+	leavingAhead = 20 * time.Millisecond
+	maxLeaving   = 100
+)
+
 // windowFor is a lane's window: its concurrency, or a second of drain at
 // its rate when that is more, at most maxWindow.
 func windowFor(ls QueueSettings) int {
