@@ -174,8 +174,7 @@ func (st *Store) duplicate(p pendingPub, seq uint64) {
 	newID := p.job.ID
 	p.job.ID = ""
 	// A pause between tries, not a wait for an event: a try that found
-	// nothing failed (a read lost in a leader election) or came in the gap
-	// between the original's delete and its record's arrival, and no
+	// nothing had its reads fail (lost in a leader election, say), and no
 	// answer of the server says when to read again.
 	for until := time.Now().Add(duplicateWait); ; time.Sleep(recordPoll) {
 		if jobID, ok := st.originalID(p, seq); ok {
