@@ -92,6 +92,9 @@ func waitForPort(addr string, deadline time.Time, log *slog.Logger) error {
 			logged = true
 			log.Warn("embedded NATS server: waiting for its port (a stopping daemon may still hold it)", "listen", addr, "error", err.Error())
 		}
+		// A poll is right here: the OS tells no one when another
+		// process lets go of a port, so trying to bind again is the
+		// only way to learn it.
 		time.Sleep(100 * time.Millisecond)
 	}
 }
