@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -160,15 +161,18 @@ type Settler interface {
 }
 
 // Service is the role of a kind with goroutines of its own (a durable
-// kind's fetcher), in the lifecycle every background service has.
+// kind's fetcher), in the shape every background service of shaperd has
+// (package shaper/service): Start, then an idempotent Stop.
 type Service interface {
-	// Start starts the kind's goroutines; ready is called, without the
-	// queue's locks held, whenever jobs became ready to take. Called once,
-	// before Take.
-	Start(ready func())
-	// Close stops those goroutines and hands fetched but unstarted jobs
+	// Notify sets ready, called without the queue's locks held whenever
+	// jobs became ready to take. Called once, before Start.
+	Notify(ready func())
+	// Start starts the kind's goroutines; ctx bounds the start only.
+	// Called once, before Take.
+	Start(ctx context.Context) error
+	// Stop stops those goroutines and hands fetched but unstarted jobs
 	// back to the store; it waits for the goroutines. Idempotent.
-	Close() error
+	Stop() error
 }
 
 // Picker is the role of a kind that can pass over the jobs of a key that

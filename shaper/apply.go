@@ -144,7 +144,7 @@ func (s *Shaper) plan(lanes []LaneSettings) ([]lanePlan, error) {
 				_ = c.Close()
 			}
 			if p.q.Service != nil {
-				_ = p.q.Service.Close()
+				_ = p.q.Service.Stop()
 			}
 		}
 		return nil, err
@@ -181,7 +181,7 @@ func (s *Shaper) applyLane(p lanePlan, now time.Time) {
 	l.ovr = p.ovr
 	l.setConfig(p.cfg, now)
 	if p.sink != nil {
-		s.retired = append(s.retired, l.sink)
+		s.retired.sinks = append(s.retired.sinks, l.sink)
 		l.sink = p.sink
 	}
 	if p.newAdm {

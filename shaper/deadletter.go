@@ -34,6 +34,8 @@ type dlWorker struct {
 	s       *Shaper
 	box     *outbox.Outbox[dlItem]
 	lastLog time.Time // owned by the outbox's goroutine
+	cancel  context.CancelFunc
+	done    chan struct{} // closed when the outbox's Run returned
 }
 
 func newDLWorker(s *Shaper) *dlWorker {
@@ -46,14 +48,6 @@ func newDLWorker(s *Shaper) *dlWorker {
 func (w *dlWorker) add(l *lane, job *queue.Job, reason Reason, why string, failed bool) {
 	w.box.Add(dlItem{l: l, dl: DeadLetter{Subject: l.cfg.DeadLetter, Job: job, Reason: reason, Err: why}, failed: failed})
 }
-
-// run publishes until close and an empty backlog; ctx bounds each
-// DeadLetter call. When ctx is cancelled, what is left is abandoned.
-func (w *dlWorker) run(ctx context.Context) { w.box.Run(ctx) }
-
-// close makes run return once everything queued is published, or once
-// ctx is cancelled (the shutdown grace ran out).
-func (w *dlWorker) close() { w.box.Close() }
 
 // Key orders dead letters per downstream (outbox.Handler).
 func (w *dlWorker) Key(it dlItem) string { return it.l.name }

@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -89,7 +90,10 @@ func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q q
 	l.m.ReadFrom(l.live)
 	s.met.Counts(cfg.Name, l.counts)
 	if q.Service != nil {
-		q.Service.Start(l.kick)
+		q.Service.Notify(l.kick)
+		if err := q.Service.Start(context.Background()); err != nil {
+			s.log.Error("starting a downstream's queue failed", "downstream", l.name, "error", err.Error())
+		}
 	}
 	return l
 }

@@ -249,8 +249,9 @@ type readyQueue struct {
 	ready func()
 }
 
-func (q *readyQueue) Start(ready func()) { q.ready = ready }
-func (q *readyQueue) Close() error       { return nil }
+func (q *readyQueue) Notify(ready func())         { q.ready = ready }
+func (q *readyQueue) Start(context.Context) error { return nil }
+func (q *readyQueue) Stop() error                 { return nil }
 
 // TestKeptRateStoreDown: a store that fails is logged and ignored; the
 // lane starts at its ceiling and keeps trying to save.

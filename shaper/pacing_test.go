@@ -166,7 +166,6 @@ func TestLateSchedulerCatchUpBounded(t *testing.T) {
 		if want := t0.Add(51 * time.Millisecond); !l.sched.next.Equal(want) {
 			t.Errorf("next = %v, want %v", l.sched.next.Sub(t0), want.Sub(t0))
 		}
-		sh.deliveries.stop() // no Run to stop the delivery workers
-		sh.dcancel()
+		_ = sh.deliveries.Stop() // no Run to stop the delivery workers
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/keep"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/service"
 	"github.com/shaperd/shaper/shaper/settings"
 	"github.com/shaperd/shaper/shaper/wake"
 )
@@ -74,21 +74,20 @@ type Shaper struct {
 	active  map[string]*lane   // configured lanes by name
 	all     map[*lane]struct{} // active lanes and removed ones still draining
 	grace   time.Duration
-	retired []Sink // replaced sinks, closed when Run ends
-	// closers closes the queues of removed lanes; Run waits for it.
-	closers sync.WaitGroup
+	retired retired // removed lanes' sinks and queues
 
+	// The background services (services.go), in the order Run starts
+	// them; it stops them in reverse.
 	sched      *wake.Scheduler[*lane] // one goroutine and one timer for every lane
 	dl         *dlWorker
 	keeper     *keep.Keeper // nil without Deps.Rates
-	closing    atomic.Bool
-	running    atomic.Bool
-	ready      chan struct{}
-	deliveries workers         // runs the tries (workers.go)
-	remote     sync.WaitGroup  // goRemote's submissions in flight
-	remoteSem  chan struct{}   // bounds them: maxRemoteDecisions
-	dctx       context.Context // cancelled when the shutdown grace runs out
-	dcancel    context.CancelFunc
+	deliveries workers      // runs the tries (workers.go)
+	remote     remote       // remote admission decisions in flight (remote_async.go)
+	services   service.List
+
+	closing atomic.Bool
+	running atomic.Bool
+	ready   chan struct{}
 }
 
 // New validates s and builds the lanes and their sinks. It starts nothing:
@@ -102,7 +101,6 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
 		sched: wake.New[*lane](), ready: make(chan struct{}),
-		remoteSem: make(chan struct{}, maxRemoteDecisions),
 	}
 	if sh.log == nil {
 		sh.log = slog.New(slog.DiscardHandler)
@@ -117,9 +115,10 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 		}
 	}
 	sh.dl = newDLWorker(sh)
-	sh.dctx, sh.dcancel = context.WithCancel(context.Background())
+	sh.deliveries.init(sh.graceNow, sh.log)
+	sh.remote.init(sh, sh.graceNow)
 	if err := sh.Apply(s); err != nil {
-		sh.dcancel()
+		_ = sh.deliveries.Stop()
 		return nil, err
 	}
 	return sh, nil
@@ -138,62 +137,13 @@ func (s *Shaper) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return fmt.Errorf("shaper: Run called twice: %w", ErrClosed)
 	}
-	dlCtx, dlCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer dlCancel()
-	var dlDone, keepDone sync.WaitGroup
-	dlDone.Go(func() { s.dl.run(dlCtx) })
-	// The keeper's last save comes after the last delivery's answer.
-	keepCtx, keepCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer keepCancel()
-	if s.keeper != nil {
-		keepDone.Go(func() { s.keeper.Run(keepCtx, s.keptLanes) })
+	err := s.services.Start(ctx, s.serviceList()...)
+	if err == nil {
+		close(s.ready)
+		s.log.Info("shaper running", "downstreams", len(s.Lanes()))
+		<-ctx.Done()
 	}
-	close(s.ready)
-	s.log.Info("shaper running", "downstreams", len(s.Lanes()))
-
-	s.sched.Run(ctx)
-
-	s.shutdown()
-	keepCancel()
-	keepDone.Wait()
-	s.dl.close()
-	waitFor(&dlDone, s.graceNow(), func() {
-		s.log.Error("dead-letter flush exceeded the shutdown grace; cancelling it")
-		dlCancel()
-	})
-	return s.closeSinks()
-}
-
-// shutdown stops intake and starts, waits for in-flight deliveries within
-// the grace, then drops every queued job with ReasonShutdown.
-func (s *Shaper) shutdown() {
-	s.mu.Lock()
-	s.closing.Store(true) // under s.mu: Apply and goRemote check it under s.mu
-	s.mu.Unlock()
-	grace := s.graceNow()
-	// Submissions deciding on a remote admission store finish first (each
-	// is bounded by the store's timeout); they now see closing and refuse,
-	// or have queued their job before the queues are drained below.
-	waitFor(&s.remote, grace, func() {
-		s.log.Warn("admission decisions still waiting on the store after the shutdown grace")
-	})
-	s.log.Info("shaper shutting down: finishing in-flight deliveries", "grace", grace)
-	waitFor(&s.deliveries.inflight, grace, func() {
-		s.log.Warn("in-flight deliveries exceeded the shutdown grace; cancelling them")
-		s.dcancel()
-	})
-	s.deliveries.stop()
-	s.dcancel()
-	dropped := 0
-	for _, l := range s.allLanes() {
-		l.mu.Lock()
-		for _, job := range l.q.Release() {
-			l.drop(job, ReasonShutdown, "daemon shutting down")
-			dropped++
-		}
-		l.mu.Unlock()
-	}
-	s.log.Info("shaper stopped starting jobs", "queued_jobs_dead_lettered", dropped)
+	return errors.Join(err, s.services.Stop())
 }
 
 func (s *Shaper) graceNow() time.Duration {
@@ -212,30 +162,6 @@ func (s *Shaper) allLanes() []*lane {
 	return out
 }
 
-// closeSinks closes every sink that implements io.Closer and every queue,
-// once the queues of removed lanes are closed.
-func (s *Shaper) closeSinks() error {
-	s.closers.Wait()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sinks := s.retired
-	for l := range s.all {
-		sinks = append(sinks, l.sink)
-	}
-	var errs []error
-	for _, sk := range sinks {
-		if c, ok := sk.(io.Closer); ok {
-			errs = append(errs, c.Close())
-		}
-	}
-	for l := range s.all {
-		if l.q.Service != nil {
-			errs = append(errs, l.q.Service.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // forget removes a lane that was removed by Apply and has finished
 // draining, and deletes its metric series.
 func (s *Shaper) forget(l *lane) {
@@ -249,38 +175,4 @@ func (s *Shaper) forget(l *lane) {
 	}
 	s.retire(l)
 	s.log.Info("removed downstream drained", "downstream", l.name)
-}
-
-// retire takes a removed lane that has finished out of the shaper: its
-// sink is closed when Run ends, its metric series are deleted, and its
-// queue is closed (a durable one hands fetched jobs back to the store).
-// Requires s.mu.
-func (s *Shaper) retire(l *lane) {
-	delete(s.all, l)
-	s.retired = append(s.retired, l.sink)
-	s.met.Forget(l.name)
-	q := l.q.Service
-	if q == nil {
-		return
-	}
-	s.closers.Go(func() { // Close waits for the queue's goroutines: not under s.mu
-		if err := q.Close(); err != nil {
-			s.log.Warn("closing a removed downstream's queue failed", "downstream", l.name, "error", err.Error())
-		}
-	})
-}
-
-// waitFor waits for wg; if that takes longer than d it calls late (which
-// should make the waited-for goroutines end) and keeps waiting.
-func waitFor(wg *sync.WaitGroup, d time.Duration, late func()) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		late()
-		<-done
-	}
 }

@@ -1,6 +1,8 @@
 package shaper
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
@@ -32,11 +34,16 @@ type delivery struct {
 // peak. The last idle are used first, so the ones a peak left over stay
 // idle: Go retires one idle for workerIdle or longer, by the deliveries'
 // start times, each time it runs (no timer per worker, nothing when no
-// lane starts anything); stop ends them all. The zero value is ready to
-// use.
+// lane starts anything); stop ends them all. It is a service: workers
+// start on demand, and Stop lets the deliveries in flight finish within
+// the shutdown grace, then cancels ctx, which every delivery runs under.
 type workers struct {
 	inflight sync.WaitGroup // deliveries running
 	all      sync.WaitGroup // worker goroutines
+	ctx      context.Context
+	cancel   context.CancelFunc
+	grace    func() time.Duration
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	idle    []*worker // the last to go idle at the end
@@ -49,6 +56,30 @@ type workers struct {
 type worker struct {
 	c     chan delivery // cap 1: a send never waits
 	since time.Time     // workers.now when it went idle; guarded by workers.mu
+}
+
+// init readies ws: deliveries run under a context that Stop cancels
+// once grace() has passed.
+func (ws *workers) init(grace func() time.Duration, log *slog.Logger) {
+	ws.ctx, ws.cancel = context.WithCancel(context.Background())
+	ws.grace, ws.log = grace, log
+}
+
+// Start does nothing: a worker starts with the first delivery it runs.
+func (ws *workers) Start(context.Context) error { return nil }
+
+// Stop waits for the deliveries in flight, within the grace, cancels
+// their context if they outlast it, and ends every worker.
+func (ws *workers) Stop() error {
+	grace := ws.grace()
+	ws.log.Info("shaper shutting down: finishing in-flight deliveries", "grace", grace)
+	waitGrace(waitGroupDone(&ws.inflight), grace, func() {
+		ws.log.Warn("in-flight deliveries exceeded the shutdown grace; cancelling them")
+		ws.cancel()
+	})
+	ws.stop()
+	ws.cancel()
+	return nil
 }
 
 // Go runs d on the worker that went idle last, or on a new one. It never

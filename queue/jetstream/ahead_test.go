@@ -18,10 +18,10 @@ func TestAheadSkipsStartedAndDelayed(t *testing.T) {
 		hour, near := job("hour", "", 0), job("near", "", 0)
 		hour.NotBefore, near.NotBefore = time.Now().Add(time.Hour), time.Now().Add(time.Minute)
 		storeAll(t, q, hour, near, job("a", "", 0), job("b", "", 0))
-		q.Start(func() {})
+		startQueue(q, func() {})
 		started := takeWithin(q, 10*time.Second)
 		if started == nil || string(started.Payload) != "a" {
-			q.Close()
+			q.Stop()
 			t.Fatalf("levels %d: took %v, want a", levels, started)
 		}
 		q.Ack(started, time.Now().Add(time.Minute)) // its ack held, as for a start in its slot
@@ -36,7 +36,7 @@ func TestAheadSkipsStartedAndDelayed(t *testing.T) {
 				break
 			}
 			if time.Now().After(deadline) {
-				q.Close()
+				q.Stop()
 				t.Fatalf("levels %d: %d delayed jobs waiting in the window, want 2", levels, waiting)
 			}
 		}
@@ -54,6 +54,6 @@ func TestAheadSkipsStartedAndDelayed(t *testing.T) {
 		if got := q.Ahead(late, time.Now()); got != 4 {
 			t.Errorf("levels %d: ahead of a job due in 2 min: %d, want 4 (b, c, near, and hour: an upper bound)", levels, got)
 		}
-		q.Close()
+		q.Stop()
 	}
 }

@@ -43,7 +43,7 @@ func BenchmarkDrain(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	q.Start(func() {
+	startQueue(q, func() {
 		select {
 		case ready <- struct{}{}:
 		default:
@@ -75,6 +75,6 @@ func BenchmarkDrain(b *testing.B) {
 	}
 	elapsed := time.Since(start)
 	b.StopTimer()
-	q.Close()
+	q.Stop()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "jobs/s")
 }

@@ -21,8 +21,8 @@ func TestCostStoredWithJob(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	for _, want := range []struct {
 		id   string
 		cost int

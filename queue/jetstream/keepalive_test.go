@@ -24,8 +24,8 @@ func TestHeldJobsKeptAlivePastAckWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	var first *queue.Job
 	deadline := time.Now().Add(5 * time.Second)
 	for first == nil {

@@ -21,16 +21,16 @@ func TestGracefulHandBackIsNotATry(t *testing.T) {
 	q := openQueue(t, st, ls)
 	storeAll(t, q, job("a", "", 0), job("b", "", 0), job("c", "", 0))
 	for range 2 { // fetch, then stop with the jobs held
-		q.Start(func() {})
+		startQueue(q, func() {})
 		waitHeld(t, q, 3)
 		q.Release()
-		if err := q.Close(); err != nil {
+		if err := q.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		q = openQueue(t, st, ls)
 	}
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	var got []string
 	for range 3 {
 		j := takeWithin(q, 10*time.Second)
@@ -73,15 +73,15 @@ func TestLedgerKeepsFailedTries(t *testing.T) {
 	ls := QueueSettings{Name: "api", Capacity: 10, Rate: 100, Concurrency: 4}
 	q := openQueue(t, st, ls)
 	storeAll(t, q, job("a", "", 0))
-	q.Start(func() {})
+	startQueue(q, func() {})
 	j := takeWithin(q, 10*time.Second)
 	q.RetryLater(j, time.Now(), false) // a failed try
 	waitHeld(t, q, 1)
 	q.Release()
-	_ = q.Close()
+	_ = q.Stop()
 	q = openQueue(t, st, ls)
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	if j = takeWithin(q, 10*time.Second); j == nil || j.Attempt != 1 || j.Failures != 1 {
 		t.Fatalf("got %+v, want the job with its one failed try", j)
 	}
@@ -106,8 +106,8 @@ func TestMigratePreviousLayout(t *testing.T) {
 	}
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 10, Rate: 100, Concurrency: 1, Priorities: 2})
 	storeAll(t, q, job("urgent", "", 1))
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	waitHeld(t, q, 4)
 	got := takeN(t, q, 4)
 	if want := []string{"urgent", "x", "y", "z"}; !slices.Equal(got, want) {
@@ -145,8 +145,8 @@ func TestPerKeyBound(t *testing.T) {
 	}
 	storeAll(t, q, job("b0", "quiet", 0), job("e0", "", 0))
 	q.Configure(queue.Settings{Capacity: 10, KeyCapacity: 3})
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		s, err := js.Stream(context.Background(), "SHAPER_api")
 		if err == nil && s.CachedInfo().Config.MaxMsgsPerSubject == 3 {
@@ -171,8 +171,8 @@ func TestCounts(t *testing.T) {
 	soon, later := job("soon", "", 1), job("later", "", 3)
 	soon.NotBefore, later.NotBefore = time.Now().Add(time.Minute), time.Now().Add(1500*time.Millisecond)
 	storeAll(t, q, job("u", "", 1), job("m", "", 2), job("o1", "", 0), job("o2", "", 0), soon, later)
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	waitHeld(t, q, 5) // soon was handed back to wait in the stream
 	levels := make([]int, 3)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {

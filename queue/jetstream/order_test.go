@@ -65,8 +65,8 @@ func TestIndexLevelsOrder(t *testing.T) {
 	q := openQueue(t, st, ls)
 	storeAll(t, q, job("o0", "", 0), job("o1", "", 0), job("m0", "", 2), job("u0", "", 1), job("o2", "", 0),
 		job("u1", "", 1), job("m1", "", 2))
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	waitHeld(t, q, 7)
 	if got, want := takeN(t, q, 3), []string{"u0", "u1", "m0"}; !slices.Equal(got, want) {
 		t.Fatalf("first starts %v, want %v", got, want)
@@ -89,8 +89,8 @@ func TestIndexRetryFirstInLevel(t *testing.T) {
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 10, Priorities: 2})
 	storeAll(t, q, job("o0", "", 0), job("o1", "", 0))
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	waitHeld(t, q, 2)
 	j := takeWithin(q, time.Second)
 	q.RetryLater(j, time.Now(), false)
@@ -118,8 +118,8 @@ func TestIndexFairRoundRobin(t *testing.T) {
 		storeAll(t, q, job("a"+string(rune('0'+i)), "a", 0))
 	}
 	storeAll(t, q, job("b0", "b", 0), job("b1", "b", 0), job("e0", "", 0))
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	waitHeld(t, q, 8)
 	got := strings.Join(takeN(t, q, 8), " ")
 	if want := "a0 b0 e0 a1 b1 a2 a3 a4"; got != want {
@@ -138,8 +138,8 @@ func TestDelaysHeldAndHandedBack(t *testing.T) {
 	near, far := job("near", "", 0), job("far", "", 0)
 	near.NotBefore, far.NotBefore = t0.Add(time.Second+123*time.Microsecond), t0.Add(delayLead+1500*time.Millisecond)
 	storeAll(t, q, far, near, job("now", "", 0))
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	got := map[string]*queue.Job{}
 	at := map[string]time.Time{}
 	for deadline := time.Now().Add(15 * time.Second); len(got) < 3 && time.Now().Before(deadline); {
@@ -178,8 +178,8 @@ func TestRetryFetchedPastFullPrefetch(t *testing.T) {
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 1})
 	storeAll(t, q, job("o0", "", 0), job("o1", "", 0), job("o2", "", 0))
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	waitHeld(t, q, 1)
 	j := takeWithin(q, time.Second)
 	if string(j.Payload) != "o0" {

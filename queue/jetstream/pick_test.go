@@ -24,8 +24,8 @@ func TestPickPassesOverCappedKey(t *testing.T) {
 		}
 	}
 	q.Configure(queue.Settings{Capacity: 10, KeyConcurrency: 1})
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	notA := func(k string) bool { return k != "a" }
 	var got []string
 	deadline := time.Now().Add(5 * time.Second)

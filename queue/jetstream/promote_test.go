@@ -81,8 +81,8 @@ func TestPromoterOrder(t *testing.T) {
 			q := openQueue(t, st, ls)
 			jobs := tc.jobs()
 			storeAll(t, q, jobs...)
-			q.Start(func() {})
-			defer q.Close()
+			startQueue(q, func() {})
+			defer q.Stop()
 			got := strings.Join(takeN(t, q, len(jobs)), " ")
 			want := memoryOrder(queue.Settings{Priorities: ls.Priorities, Weights: ls.Weights}, ls.Fairness, jobs)
 			if got != want {
@@ -105,8 +105,8 @@ func TestUrgentJobEntersAFullWindow(t *testing.T) {
 	for i := range 5 {
 		storeAll(t, q, job(fmt.Sprint("o", i), "", 0))
 	}
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	waitHeld(t, q, 2) // the window: two jobs
 	storeAll(t, q, job("u", "", 1))
 	waitHeld(t, q, 3)

@@ -130,13 +130,20 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	return q, nil
 }
 
-// Start starts fetching; ready is called when jobs were fetched.
-func (q *Queue) Start(ready func()) {
-	q.ready = ready
+// Notify sets ready, called when jobs were fetched. Call it before Start.
+func (q *Queue) Notify(ready func()) { q.ready = ready }
+
+// Start starts fetching and promoting; it does no I/O itself, so it
+// never fails.
+func (q *Queue) Start(context.Context) error {
+	if q.ready == nil {
+		q.ready = func() {}
+	}
 	q.wg.Go(q.maintain)
 	q.wg.Go(q.fetch)
 	q.wg.Go(q.keepAlive)
 	q.wg.Go(q.promote)
+	return nil
 }
 
 // Close stops fetching, hands jobs fetched but not started back to the
@@ -146,7 +153,7 @@ func (q *Queue) Start(ready func()) {
 // whose record was not stored by then is nak'ed too: delivered again
 // rather than gone without its record) and waits for the queue's
 // goroutines. Idempotent.
-func (q *Queue) Close() error {
+func (q *Queue) Stop() error {
 	q.handBack()
 	q.waitRecords(closeRecordWait)
 	q.wg.Wait()

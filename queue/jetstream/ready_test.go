@@ -32,13 +32,13 @@ func TestReadyWhenFetched(t *testing.T) {
 				t.Fatalf("fetch wait %s: the test needs a pull that waits 2 s", w)
 			}
 			ready := make(chan struct{}, 1)
-			q.Start(func() {
+			startQueue(q, func() {
 				select {
 				case ready <- struct{}{}:
 				default:
 				}
 			})
-			defer q.Close()
+			defer q.Stop()
 			for i := range 3 {
 				id := fmt.Sprint("job", i)
 				stored := time.Now()

@@ -37,7 +37,7 @@ func TestRecordAnswersCopyAfterDelivery(t *testing.T) {
 	if _, err := store(q, &queue.Job{ID: "j1", DedupeID: "order-1", Payload: []byte("x"), Enqueued: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	q.Start(func() {})
+	startQueue(q, func() {})
 	var job *queue.Job
 	for deadline := time.Now().Add(5 * time.Second); job == nil; time.Sleep(10 * time.Millisecond) {
 		if job, _, _ = q.Take(time.Now()); job == nil && time.Now().After(deadline) {
@@ -45,7 +45,7 @@ func TestRecordAnswersCopyAfterDelivery(t *testing.T) {
 		}
 	}
 	q.Ack(job, time.Time{})
-	q.Close()
+	q.Stop()
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		s, _ := js.Stream(ctx, st.StreamName("printer"))
 		if info, err := s.Info(ctx); err == nil && info.State.Msgs == 0 {

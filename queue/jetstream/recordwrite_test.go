@@ -94,8 +94,8 @@ func TestAckWaitsForRecord(t *testing.T) {
 	q := openQueue(t, st, ls)
 	storeJobs(t, q, 1)
 	up := recordsDown(t, st, js)
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	job := takeWithin(q, 5*time.Second)
 	if job == nil {
 		t.Fatal("the stored job was not fetched")
@@ -135,14 +135,14 @@ func TestCloseLeavesUnrecordedJobQueued(t *testing.T) {
 	q := openQueue(t, st, ls)
 	storeJobs(t, q, 1)
 	up := recordsDown(t, st, js)
-	q.Start(func() {})
+	startQueue(q, func() {})
 	job := takeWithin(q, 5*time.Second)
 	if job == nil {
 		t.Fatal("the stored job was not fetched")
 	}
 	q.Ack(job, time.Time{})
 	t0 := time.Now()
-	q.Close()
+	q.Stop()
 	took := time.Since(t0)
 	t.Logf("Close returned after %s with one record write outstanding", took.Round(time.Millisecond))
 	if took > closeRecordWait+time.Second {
@@ -153,8 +153,8 @@ func TestCloseLeavesUnrecordedJobQueued(t *testing.T) {
 	}
 	up()
 	q2, _ := st.Queue(ls)
-	q2.Start(func() {})
-	defer q2.Close()
+	startQueue(q2, func() {})
+	defer q2.Stop()
 	again := takeWithin(q2, 10*time.Second)
 	if again == nil || again.ID != job.ID {
 		t.Fatalf("next drainer took %v, want job %s again", again, job.ID)
@@ -170,8 +170,8 @@ func TestUnrecordedJobsHoldPrefetch(t *testing.T) {
 	q := openQueue(t, st, ls)
 	storeJobs(t, q, 3)
 	up := recordsDown(t, st, js)
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	first := takeWithin(q, 5*time.Second)
 	if first == nil {
 		t.Fatal("the first job was not fetched")

@@ -20,8 +20,8 @@ func TestSetShareBelowWhatTheStreamHolds(t *testing.T) {
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 100, Rate: 1, StoreShare: 64 << 10}
 	q := openQueue(t, st, ls)
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	for deadline := time.Now().Add(10 * time.Second); q.Ready() != nil; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("queue not ready: %v", q.Ready())

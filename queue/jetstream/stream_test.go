@@ -119,8 +119,8 @@ func TestEnqueueFullAndSetCap(t *testing.T) {
 	if _, err := store("c"); !errors.Is(err, queue.ErrFull) {
 		t.Fatalf("third store into capacity 2: %v, want queue.ErrFull", err)
 	}
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	q.Configure(queue.Settings{Capacity: 3})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -178,8 +178,8 @@ func TestLegacyConsumerMigrated(t *testing.T) {
 	for range held.Messages() { // fetched, never acked: the previous drainer died
 	}
 	q := openQueue(t, st, ls)
-	q.Start(func() {})
-	defer q.Close()
+	startQueue(q, func() {})
+	defer q.Stop()
 	got := strings.Join(takeN(t, q, 3), " ")
 	if got != "a b c" {
 		t.Fatalf("starts %q, want a b c", got)

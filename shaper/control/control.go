@@ -78,6 +78,8 @@ type Control struct {
 	// without a store. Only a shaper with a shared downstream follows (and
 	// so touches) the store.
 	follows func()
+	cancel  context.CancelFunc // ends the follow; nil before Start
+	wg      sync.WaitGroup     // the follow
 }
 
 // New returns the Control of sh; the changes of the downstreams shared
@@ -254,25 +256,24 @@ func (c *Control) Reapply() {
 	}
 }
 
-// Start prepares following the store until the returned stop is called:
-// the states kept there (a pause or override made before a restart, or on
-// another instance) apply. With wait (a shared downstream is configured)
-// it follows at once and returns once they have applied, waiting at most
-// ShareTimeout; without, it follows only once Reapply finds a shared
-// downstream. Without a store it does nothing.
-func (c *Control) Start(ctx context.Context, wait bool) (stop func()) {
+// Start prepares following the store until Stop: the states kept there
+// (a pause or override made before a restart, or on another instance)
+// apply. When one of the shaper's downstreams is shared it follows at
+// once and returns once they have applied, waiting at most ShareTimeout;
+// otherwise it follows only once Reapply finds a shared downstream.
+// Without a store it does nothing.
+func (c *Control) Start(ctx context.Context) error {
 	if c.store == nil {
-		return func() {}
+		return nil
 	}
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	loaded := make(chan struct{})
-	var wg sync.WaitGroup
 	var once sync.Once
-	follows := func() { once.Do(func() { wg.Go(func() { c.store.Watch(wctx, c.follow, loaded) }) }) }
+	follows := func() { once.Do(func() { c.wg.Go(func() { c.store.Watch(wctx, c.follow, loaded) }) }) }
 	c.mu.Lock()
-	c.follows = follows
+	c.follows, c.cancel = follows, cancel
 	c.mu.Unlock()
-	if wait {
+	if slices.ContainsFunc(c.sh.Lanes(), func(st shaper.LaneStatus) bool { return c.shared(st.Name) }) {
 		follows()
 		select {
 		case <-loaded:
@@ -280,7 +281,20 @@ func (c *Control) Start(ctx context.Context, wait bool) (stop func()) {
 			c.log.Warn("runtime pauses and overrides not read from NATS KV yet; they apply when read")
 		}
 	}
-	return func() { cancel(); wg.Wait() }
+	return nil
+}
+
+// Stop stops following the store and waits. Idempotent.
+func (c *Control) Stop() error {
+	c.mu.Lock()
+	cancel := c.cancel
+	c.follows = func() {} // no follow starts after Stop
+	c.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	c.wg.Wait()
+	return nil
 }
 
 // apply makes s name's override and pause in sh.

@@ -174,8 +174,10 @@ func TestStartFollowsTheStore(t *testing.T) {
 	sh := &fakeShaper{}
 	st := &memStore{kept: map[string]State{"a": {Paused: true, By: "other"}}, updates: make(chan State)}
 	c := New(sh, st, func(string) bool { return true }, slog.New(slog.DiscardHandler))
-	stop := c.Start(t.Context(), true)
-	defer stop()
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
 	if !sh.Lanes()[0].Paused {
 		t.Fatal("Start returned before the kept pause applied")
 	}
@@ -202,8 +204,10 @@ func TestFollowsOnceShared(t *testing.T) {
 	var mu sync.Mutex
 	shared := false
 	c := New(sh, st, func(string) bool { mu.Lock(); defer mu.Unlock(); return shared }, slog.New(slog.DiscardHandler))
-	stop := c.Start(t.Context(), false)
-	defer stop()
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
 	c.Reapply()
 	if sh.Lanes()[0].Paused {
 		t.Fatal("the store was followed with no shared downstream")

@@ -4,11 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // refreshEvery is how often shaper_dead_letters and
@@ -63,14 +64,11 @@ func (m *Metrics) Labels(names, gone []string) {
 	}
 }
 
-// StartRefresh reads the store's Stats of every downstream names returns
-// into m every refreshEvery, until the returned stop is called (it waits).
-// The stored and discarded series of a downstream no longer named are
-// deleted.
-func (m *Metrics) StartRefresh(store *Store, names func() []string, log *slog.Logger) func() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
+// Refresher is the service that reads the store's Stats of every
+// downstream names returns into m every refreshEvery. The stored and
+// discarded series of a downstream no longer named are deleted.
+func (m *Metrics) Refresher(store *Store, names func() []string, log *slog.Logger) *service.Loop {
+	return &service.Loop{Run: func(ctx context.Context) {
 		reported := map[string]uint64{} // Discarded already added to the counter
 		tick := time.NewTicker(refreshEvery)
 		defer tick.Stop()
@@ -82,8 +80,7 @@ func (m *Metrics) StartRefresh(store *Store, names func() []string, log *slog.Lo
 			case <-tick.C:
 			}
 		}
-	})
-	return func() error { cancel(); wg.Wait(); return nil }
+	}}
 }
 
 // refresh reads each of names' Stats once.

@@ -22,7 +22,7 @@ const (
 
 // Rejected stores the dead letters of rejected plain publishes (no
 // reply subject: nobody was told) from one goroutine, so intake never waits
-// on the store. Create it with StartRejected; Add is safe for concurrent
+// on the store. Create it with NewRejected and start it; Add is safe for concurrent
 // use. Such a job was never accepted, so one the store refuses or
 // falls behind on (more than rejectedBacklog or rejectedBytes waiting) is
 // not retried: it is
@@ -42,19 +42,27 @@ type Rejected struct {
 	lastLog time.Time
 }
 
-// StartRejected starts the worker; stop (a Run cleanup) stores what is
-// waiting, each within rejectedTimeout, and returns.
-func StartRejected(dl shaper.DeadLetterer, jobs *metrics.Metrics, log *slog.Logger) (*Rejected, func() error) {
-	r := &Rejected{dl: dl, jobs: jobs, log: log, ch: make(chan shaper.DeadLetter, rejectedBacklog)}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
+// NewRejected prepares the worker; Start starts it.
+func NewRejected(dl shaper.DeadLetterer, jobs *metrics.Metrics, log *slog.Logger) *Rejected {
+	return &Rejected{dl: dl, jobs: jobs, log: log, ch: make(chan shaper.DeadLetter, rejectedBacklog)}
+}
+
+// Start starts the worker's goroutine.
+func (r *Rejected) Start(ctx context.Context) error {
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	r.wg.Go(func() { r.run(ctx) })
-	return r, func() error {
-		r.stopped.Store(true)
+	return nil
+}
+
+// Stop stores what is waiting, each within rejectedTimeout, and returns
+// once the worker has. Idempotent.
+func (r *Rejected) Stop() error {
+	r.stopped.Store(true)
+	if r.cancel != nil {
 		r.cancel()
-		r.wg.Wait()
-		return nil
 	}
+	r.wg.Wait()
+	return nil
 }
 
 // Add queues one dead letter; it never blocks. The payload is copied: the

@@ -201,10 +201,13 @@ func newReplayRig(t *testing.T, dead *memDead, plans *memPlans) *replayRig {
 	met := NewMetrics(rig.reg)
 	rig.rs = NewReplays(met, slog.New(slog.DiscardHandler))
 	met.Labels([]string{"printer"}, nil)
-	stopReplays := rig.rs.Start(ctx, &ReplayDeps{Store: dead, Target: sh, Plans: plans, KeyHeader: "Shaper-Key",
+	rig.rs.Attach(&ReplayDeps{Store: dead, Target: sh, Plans: plans, KeyHeader: "Shaper-Key",
 		Rate: func(name string) (float64, bool) { return 10, name == "printer" }})
+	if err := rig.rs.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	rig.stop = func() {
-		_ = stopReplays()
+		_ = rig.rs.Stop()
 		cancel()
 		<-done
 	}

@@ -54,8 +54,7 @@ var ErrNotStarted = errors.New("the daemon is starting; try again in a moment")
 var ErrNoStore = errors.New("the NATS server has no JetStream: dead letters are only published to their subjects, not stored")
 
 // Replays owns the paced replayers: at most one per downstream, each a
-// goroutine with its own context, all ended and waited for by the cleanup
-// Start returns. A replay's plan is kept in its Plans as it goes, so the
+// goroutine with its own context, all ended and waited for by Stop. A replay's plan is kept in its Plans as it goes, so the
 // next start resumes it. Create it with NewReplays; its methods are safe
 // for concurrent use.
 type Replays struct {
@@ -65,8 +64,8 @@ type Replays struct {
 	req sync.Mutex // serialises replace: one replay request at a time
 
 	mu      sync.Mutex
-	deps    *ReplayDeps // nil until Start
-	ctx     context.Context
+	deps    *ReplayDeps     // nil until Attach
+	ctx     context.Context // nil until Start
 	cancel  context.CancelFunc
 	running map[string]*replayer
 	wg      sync.WaitGroup
@@ -84,20 +83,30 @@ func NewReplays(met *Metrics, log *slog.Logger) *Replays {
 	return &Replays{log: log, replayed: met.replayed, running: map[string]*replayer{}}
 }
 
-// Start lets replays run with deps and resumes, in the background, every
-// replay its plan store holds. It returns the cleanup that stops every
-// replayer (their plans stay stored) and waits for them.
-func (r *Replays) Start(ctx context.Context, deps *ReplayDeps) func() error {
+// Attach gives the replays what they run on; call it before Start.
+func (r *Replays) Attach(deps *ReplayDeps) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.deps = deps
-	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	r.wg.Go(func() { r.resume(r.ctx, deps) })
-	r.mu.Unlock()
-	return r.close
 }
 
-// close stops every replayer and waits for them. Idempotent.
-func (r *Replays) close() error {
+// Start lets replays run, and resumes, in the background, every replay
+// its plan store holds. Without Attach it does nothing.
+func (r *Replays) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.deps == nil {
+		return nil
+	}
+	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	deps := r.deps
+	r.wg.Go(func() { r.resume(r.ctx, deps) })
+	return nil
+}
+
+// Stop stops every replayer (their plans stay stored) and waits for them.
+// Idempotent.
+func (r *Replays) Stop() error {
 	r.mu.Lock()
 	if r.cancel != nil {
 		r.cancel()
@@ -155,14 +164,14 @@ func (r *Replays) resumeOne(ctx context.Context, deps *ReplayDeps, p replayPlan)
 // Replace starts replaying downstream's dead letters as req says,
 // replacing a replay already running there, and returns how many will be
 // replayed: those matching now, capped by req.Limit. It does not wait for
-// the replay, which runs until done, replaced, or the cleanup of Start.
+// the replay, which runs until done, replaced, or Stop.
 func (r *Replays) Replace(ctx context.Context, downstream string, req ReplayRequest) (int, error) {
 	r.req.Lock()
 	defer r.req.Unlock()
 	r.mu.Lock()
-	deps := r.deps
+	deps, started := r.deps, r.ctx != nil
 	r.mu.Unlock()
-	if deps == nil {
+	if !started {
 		return 0, ErrNotStarted
 	}
 	rate, ok := deps.Rate(downstream)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // DefaultHistoryInterval is how often the status history samples the lanes.
@@ -67,14 +68,9 @@ func NewHistory(every time.Duration, achieved *prometheus.GaugeVec) *History {
 	return &History{every: every, lanes: map[string]*laneHistory{}, achieved: achieved}
 }
 
-// Start runs the sampler until ctx is done or stop is called: every
-// interval it records lanes(). stop ends the goroutine and waits for it; it
-// is idempotent and always returns nil (so that it can be a cleanup).
-func (h *History) Start(ctx context.Context, lanes func() []shaper.LaneStatus) (stop func() error) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+// Sampler is the service that records lanes() every interval.
+func (h *History) Sampler(lanes func() []shaper.LaneStatus) *service.Loop {
+	return &service.Loop{Run: func(ctx context.Context) {
 		tick := time.NewTicker(h.every)
 		defer tick.Stop()
 		for {
@@ -85,8 +81,7 @@ func (h *History) Start(ctx context.Context, lanes func() []shaper.LaneStatus) (
 				h.record(now, lanes())
 			}
 		}
-	}()
-	return func() error { cancel(); <-done; return nil }
+	}}
 }
 
 // record adds one sample per lane at now. A lane's first observation only

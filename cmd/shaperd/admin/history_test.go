@@ -89,7 +89,11 @@ func TestHistoryEndpoint(t *testing.T) {
 	if err := a.lanes.Pause("printer", time.Time{}, ""); err != nil {
 		t.Fatal(err)
 	}
-	stop := a.history.Start(context.Background(), a.lanes.Lanes)
+	sampler := a.history.Sampler(a.lanes.Lanes)
+	if err := sampler.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stop := sampler.Stop
 	var got HistoryResponse
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -124,17 +128,26 @@ func TestHistoryEndpoint(t *testing.T) {
 	}
 }
 
-func TestHistoryStopsWithContext(t *testing.T) {
+func TestHistorySamplerStops(t *testing.T) {
 	h := NewHistory(time.Millisecond, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	stop := h.Start(ctx, func() []shaper.LaneStatus { return nil })
-	cancel()
+	sampled := make(chan struct{}, 1)
+	sampler := h.Sampler(func() []shaper.LaneStatus {
+		select {
+		case sampled <- struct{}{}:
+		default:
+		}
+		return nil
+	})
+	if err := sampler.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-sampled
 	done := make(chan struct{})
-	go func() { _ = stop(); close(done) }()
+	go func() { _ = sampler.Stop(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(5 * time.Second):
-		t.Fatal("sampler did not stop when its context ended")
+		t.Fatal("sampler did not stop")
 	}
 }
 

@@ -1,10 +1,6 @@
 package daemon
 
 import (
-	"context"
-	"maps"
-	"slices"
-
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/control"
@@ -16,14 +12,13 @@ import (
 // store), where every instance follows it and a restarted one finds it;
 // on a memory downstream it belongs to this instance.
 
-// startControl makes the admin API's control over sh and, with a NATS
+// newControl makes the admin API's control over sh. Started, with a NATS
 // connection and a durable downstream configured (at start or by a later
-// reload), follows the runtime bucket: the states kept there (a pause or
-// override made before a restart, or on another instance) apply before
+// reload), it follows the runtime bucket: the states kept there (a pause
+// or override made before a restart, or on another instance) apply before
 // the shaper starts anything, waiting at most control.ShareTimeout for
 // them. A config of memory downstreams alone never touches the bucket.
-// The returned stop ends the following.
-func (d *Daemon) startControl(ctx context.Context, cfg config.Config, sh *shaper.Shaper) func() {
+func (d *Daemon) newControl(cfg config.Config, sh *shaper.Shaper) *control.Control {
 	durable := func(name string) bool {
 		_, ok := d.durable.of(name)
 		return ok
@@ -39,7 +34,5 @@ func (d *Daemon) startControl(ctx context.Context, cfg config.Config, sh *shaper
 	}
 	c := control.New(sh, store, durable, d.log)
 	d.ctl.Store(c)
-	return c.Start(ctx, slices.ContainsFunc(slices.Collect(maps.Values(cfg.Downstreams)), func(ds config.Downstream) bool {
-		return ds.Queue.Backend == config.BackendJetStream
-	}))
+	return c
 }

@@ -21,7 +21,7 @@ import (
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/dedupe"
 	"github.com/shaperd/shaper/shaper/metrics"
-	"github.com/shaperd/shaper/shaper/sink"
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // maxDedupeIDs caps the Nats-Msg-Id table (about 100 B per entry).
@@ -143,100 +143,23 @@ func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
 // shutdown_grace, queued jobs are dead-lettered), then NATS, then HTTP.
 // It returns the first start-up error, or the joined shutdown errors.
 func (d *Daemon) Run(ctx context.Context) (err error) {
-	var cleanups []func() error
-	defer func() {
-		for i := len(cleanups) - 1; i >= 0; i-- {
-			err = errors.Join(err, cleanups[i]())
-		}
-	}()
-	cfg := d.config()
-
-	url := cfg.NATS.URL
-	if url == "" {
-		srv, err := startEmbedded(cfg, d.log)
+	var services service.List
+	defer func() { err = errors.Join(err, services.Stop()) }()
+	w := &wiring{cfg: d.config()}
+	for _, step := range d.steps() {
+		svcs, err := step(ctx, w)
 		if err != nil {
 			return err
 		}
-		cleanups = append(cleanups, func() error { srv.Shutdown(); srv.WaitForShutdown(); return nil })
-		if jc := srv.JetStreamConfig(); jc != nil {
-			d.shares.embedded.Store(jc.MaxStore)
+		if err := services.Start(ctx, svcs...); err != nil {
+			return err
 		}
-		url = srv.ClientURL()
 	}
-
-	stopAdmin, err := d.startAdmin(cfg.Admin)
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, stopAdmin)
-
-	nc, err := d.connect(cfg, url)
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, func() error { return closeNATS(nc) })
-
-	queues, dead, err := d.storage(ctx, cfg, nc)
-	if err != nil {
-		return err
-	}
-	rejected, stopDead := d.startDeadWorkers(dead)
-	cleanups = append(cleanups, stopDead) // after intake and the shaper, before NATS closes
-	admitters, closeAdmission, err := d.admitters(ctx, cfg, nc)
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, closeAdmission) // after the shaper stopped, before NATS closes
-	rates, err := newKVRates(nc, cfg.NATS.JetStream)
-	if err != nil {
-		return err
-	}
-	sh, stopShaper, err := d.startShaper(ctx, cfg, shaper.Deps{
-		Sinks:      sink.For(nc),
-		DeadLetter: dead,
-		Metrics:    d.jobs,
-		Logger:     d.log,
-		Queues:     queues,
-		Admitters:  admitters,
-		Rates:      rates,
-	})
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, stopShaper)
-	cleanups = append(cleanups, d.history.Start(ctx, sh.Lanes))
-	stopReplays, err := d.startReplays(ctx, cfg, nc, sh)
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, stopReplays) // stopped before the shaper
-
-	sub, err := d.subscribe(nc, sh, cfg, rejected)
-	if err != nil {
-		return err
-	}
-	cleanups = append(cleanups, func() error { return drainSubscription(nc, sub, cfg.ShutdownGrace) })
-
-	d.announce(cfg, url)
+	d.announce(w.cfg, w.url)
 	<-ctx.Done()
 	d.running.Store(false)
-	d.log.Info("shutting down: intake stopped, finishing in-flight deliveries", "grace", cfg.ShutdownGrace)
+	d.log.Info("shutting down: intake stopped, finishing in-flight deliveries", "grace", w.cfg.ShutdownGrace)
 	return nil
-}
-
-// startShaper builds the shaper and runs it until the returned stop,
-// which waits for Run to return (a Run cleanup).
-func (d *Daemon) startShaper(ctx context.Context, cfg config.Config, deps shaper.Deps) (*shaper.Shaper, func() error, error) {
-	sh, err := shaper.New(cfg.ShaperSettings(), deps)
-	if err != nil {
-		return nil, nil, fmt.Errorf("start shaper: %w", err)
-	}
-	d.shaper.Store(sh)
-	stopFollow := d.startControl(ctx, cfg, sh) // kept pauses and overrides apply before Run starts anything
-	shCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- sh.Run(shCtx) }()
-	return sh, func() error { stopFollow(); stop(); return <-done }, nil
 }
 
 // announce marks the daemon ready and says so in the log.

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // deadStoreSettings place the dead-letter streams and the replays' KV
@@ -82,38 +82,29 @@ func (d *Daemon) ensureDead(next config.Config, was *config.StorePlan) {
 	deadletter.Reconfigure(store, set, ensureTimeout)
 }
 
-// startDeadWorkers starts the worker that stores rejected publishes' dead
-// letters and, with a store, the metrics' refresher; stop ends both.
-func (d *Daemon) startDeadWorkers(pub *deadletter.Publisher) (*deadletter.Rejected, func() error) {
-	rejected, stopRejected := deadletter.StartRejected(pub, d.jobs, d.log)
-	stopRefresh := func() error { return nil }
-	if store := d.dead.Load(); store != nil {
-		stopRefresh = d.deadMet.StartRefresh(store, func() []string {
-			return slices.Sorted(maps.Keys(d.view.Load().known))
-		}, d.log)
-	}
-	return rejected, func() error { return errors.Join(stopRefresh(), stopRejected()) }
-}
+// knownNames is the configured downstreams, sorted.
+func (d *Daemon) knownNames() []string { return slices.Sorted(maps.Keys(d.view.Load().known)) }
 
-// startReplays lets the replayers run on the dead-letter store, the shaper
-// and a KV bucket of plans on nc, resuming every stored replay; it returns
-// their cleanup.
-func (d *Daemon) startReplays(ctx context.Context, cfg config.Config, nc *nats.Conn, sh *shaper.Shaper) (func() error, error) {
+// replayService gives the replayers the dead-letter store, the shaper and
+// a KV bucket of plans on nc; started, they resume every stored replay.
+// Without a store (no JetStream) there is nothing to replay: nil.
+func (d *Daemon) replayService(cfg config.Config, nc *nats.Conn, sh *shaper.Shaper) (service.Service, error) {
 	st := d.dead.Load()
-	if st == nil { // no JetStream: dead letters are only published, nothing to replay
-		return func() error { return nil }, nil
+	if st == nil {
+		return nil, nil
 	}
 	plans, err := deadletter.NewKVPlans(nc, deadStoreSettings(cfg, d))
 	if err != nil {
 		return nil, err
 	}
-	return d.replays.Start(ctx, &deadletter.ReplayDeps{
+	d.replays.Attach(&deadletter.ReplayDeps{
 		Store: st, Target: sh, Plans: plans, KeyHeader: cfg.Ingress.KeyHeader,
 		Rate: func(name string) (float64, bool) {
 			ds, ok := d.config().Downstreams[name]
 			return float64(ds.Rate), ok
 		},
-	}), nil
+	})
+	return d.replays, nil
 }
 
 // downstreamChanges lists next's downstreams and those of old it no
