@@ -98,8 +98,11 @@ type Store struct {
 
 	ledger ledgerStore // the hand-backs' bucket, once found or created
 
-	watchMu  sync.Mutex   // serialises startRecords
-	watching bool         // the records stream's watch feeds table
+	watchMu  sync.Mutex    // serialises startRecords and Stop
+	watching bool          // the records stream's watch feeds table
+	stopped  bool          // Stop was called: no watch starts
+	stop     chan struct{} // closed by Stop: the watch ends
+	watchWG  sync.WaitGroup
 	table    *recordTable // the records of the window, in memory
 }
 
@@ -112,7 +115,7 @@ type pendingPub struct {
 
 // New prepares the backend on nc. It does no I/O.
 func New(nc *nats.Conn, s Settings) (*Store, error) {
-	st := &Store{nc: nc, set: s.withDefaults()}
+	st := &Store{nc: nc, set: s.withDefaults(), stop: make(chan struct{})}
 	st.log = st.set.Logger
 	st.inFlight = make(chan struct{}, st.set.MaxPending)
 	st.table = newRecordTable(st.set.DedupeWindow, MaxRecords)

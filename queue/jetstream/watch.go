@@ -27,7 +27,7 @@ var ErrRecordsLoading = errors.New("jetstream: dedupe records not loaded yet")
 func (st *Store) startRecords(ctx context.Context) error {
 	st.watchMu.Lock()
 	defer st.watchMu.Unlock()
-	if st.watching {
+	if st.watching || st.stopped {
 		return nil
 	}
 	s, err := st.ensureRecords(ctx)
@@ -45,7 +45,20 @@ func (st *Store) startRecords(ctx context.Context) error {
 		return fmt.Errorf("watch stream %s: %w", st.recordStream(), err)
 	}
 	st.watching = true
-	go st.watch(s, cc)
+	st.watchWG.Go(func() { st.watch(s, cc) })
+	return nil
+}
+
+// Stop ends the records' watch (it starts with the first Ensure or drain
+// that needs it) and waits for it; none starts after. Idempotent.
+func (st *Store) Stop() error {
+	st.watchMu.Lock()
+	if !st.stopped {
+		st.stopped = true
+		close(st.stop)
+	}
+	st.watchMu.Unlock()
+	st.watchWG.Wait()
 	return nil
 }
 
@@ -79,7 +92,7 @@ func (st *Store) onRecord(m natsjs.Msg) {
 // ordered consumer is recreated, and a restarted server's streams forget
 // the ids of the jobs they no longer hold), and every watchEvery expires
 // records and checks a catch-up against the stream's last sequence. It
-// stops once the connection is closed.
+// stops at Stop, or once the connection is closed.
 func (st *Store) watch(s natsjs.Stream, cc natsjs.ConsumeContext) {
 	status := st.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	defer st.nc.RemoveStatusListener(status)
@@ -93,6 +106,9 @@ func (st *Store) watch(s natsjs.Stream, cc natsjs.ConsumeContext) {
 			st.table.setCaughtUp(false)
 		case <-tick.C:
 			st.table.expire(time.Now())
+		case <-st.stop:
+			cc.Stop()
+			return
 		}
 		if st.nc.IsClosed() {
 			cc.Stop()

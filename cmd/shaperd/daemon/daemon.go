@@ -147,11 +147,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 	defer func() { err = errors.Join(err, services.Stop()) }()
 	w := &wiring{cfg: d.config()}
 	for _, step := range d.steps() {
-		svcs, err := step(ctx, w)
-		if err != nil {
-			return err
-		}
-		if err := services.Start(ctx, svcs...); err != nil {
+		svcs, err := step(ctx, w) // what a failed step started still stops
+		if err := errors.Join(err, services.Start(ctx, svcs...)); err != nil {
 			return err
 		}
 	}

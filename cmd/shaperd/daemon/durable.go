@@ -58,23 +58,23 @@ func (r *readiness) queue(name string) *jetstream.Queue {
 
 // storage prepares the JetStream side: the durable queues' factory and the
 // dead-letter stores.
-func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (func(shaper.LaneSettings) (queue.Roles, error), *deadletter.Publisher, error) {
+func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (*jetstream.Store, func(shaper.LaneSettings) (queue.Roles, error), *deadletter.Publisher, error) {
 	if err := d.planStore(ctx, cfg, nc); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	queues, err := d.durableQueues(ctx, cfg, nc, st)
 	if err != nil {
-		return nil, nil, err
+		return st, nil, nil, err
 	}
 	dead, err := d.startDeadLetters(ctx, cfg, nc)
 	if err != nil {
-		return nil, nil, err
+		return st, nil, nil, err
 	}
-	return queues, dead, nil
+	return st, queues, dead, nil
 }
 
 // durableQueues prepares the JetStream backend (queue.backend: jetstream)

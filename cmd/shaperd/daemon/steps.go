@@ -78,11 +78,15 @@ func (d *Daemon) natsConn(_ context.Context, w *wiring) ([]service.Service, erro
 	return []service.Service{&service.Funcs{StopFunc: func() error { return closeNATS(nc) }}}, nil
 }
 
-// storageStep prepares the durable queues and the dead-letter store.
+// storageStep prepares the durable queues and the dead-letter store;
+// stopping it ends the dedupe records' watch, before NATS closes.
 func (d *Daemon) storageStep(ctx context.Context, w *wiring) ([]service.Service, error) {
-	var err error
-	w.queues, w.dead, err = d.storage(ctx, w.cfg, w.nc)
-	return nil, err
+	st, queues, dead, err := d.storage(ctx, w.cfg, w.nc)
+	w.queues, w.dead = queues, dead
+	if st == nil {
+		return nil, err
+	}
+	return []service.Service{&service.Funcs{StopFunc: st.Stop}}, err
 }
 
 // deadWorkers are the worker that stores rejected publishes' dead letters
