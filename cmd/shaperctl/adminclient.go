@@ -15,6 +15,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 )
 
 // The environment variables the admin flags fall back to. shaperd itself
@@ -164,7 +166,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body []byte) 
 // refusal explains a non-2xx answer: the admin API's JSON error, and what
 // to do for the answers a wrong flag causes.
 func (c *adminClient) refusal(status int, body []byte) string {
-	var e struct{ Error string }
+	var e api.Error
 	if json.Unmarshal(body, &e) != nil || e.Error == "" {
 		e.Error = strings.TrimSpace(string(body[:min(len(body), 200)]))
 	}

@@ -18,6 +18,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/config"
 )
 
@@ -30,19 +31,6 @@ type deadOptions struct {
 	Limit      int
 	Reason     string
 	JSON       bool
-}
-
-// deadEntry is one dead letter as the admin API shows it.
-type deadEntry struct {
-	Seq          uint64              `json:"seq"`
-	JobID        string              `json:"job_id"`
-	Reason       string              `json:"reason"`
-	Error        string              `json:"error"`
-	Attempts     int                 `json:"attempts"`
-	Time         time.Time           `json:"time"`
-	PayloadBytes int                 `json:"payload_bytes"`
-	Payload      string              `json:"payload_base64"`
-	Headers      map[string][]string `json:"headers"`
 }
 
 // deadActions are dead's subcommands and the flags each takes.
@@ -159,10 +147,7 @@ func deadList(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) e
 	if err != nil || o.JSON {
 		return printJSON(w, body, err)
 	}
-	var doc struct {
-		DeadLetters []deadEntry `json:"dead_letters"`
-		Total       int         `json:"total"`
-	}
+	var doc api.DeadLetterList
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return fmt.Errorf("%s did not answer the expected JSON: %w", path, err)
 	}
@@ -170,7 +155,7 @@ func deadList(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) e
 }
 
 // renderDeadList prints the dead-letter table and a count line.
-func renderDeadList(w io.Writer, o deadOptions, list []deadEntry, total int) error {
+func renderDeadList(w io.Writer, o deadOptions, list []api.DeadLetter, total int) error {
 	what := "dead letters"
 	if o.Reason != "" {
 		what = o.Reason + " " + what
@@ -198,7 +183,7 @@ func deadShow(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) e
 	if err != nil || o.JSON {
 		return printJSON(w, body, err)
 	}
-	var d deadEntry
+	var d api.DeadLetterDetail
 	if err := json.Unmarshal(body, &d); err != nil {
 		return fmt.Errorf("%s did not answer the expected JSON: %w", path, err)
 	}
@@ -207,7 +192,7 @@ func deadShow(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) e
 
 // renderDeadShow prints one dead letter: its fields, the producer's
 // headers, and the payload as text when it is printable, else base64.
-func renderDeadShow(w io.Writer, d deadEntry) error {
+func renderDeadShow(w io.Writer, d api.DeadLetterDetail) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 1, ' ', 0)
 	fmt.Fprintf(tw, "seq:\t%d\njob id:\t%s\nreason:\t%s\nerror:\t%s\nattempts:\t%d\ntime:\t%s\n",
 		d.Seq, d.JobID, d.Reason, oneLine(d.Error, 1<<10), d.Attempts, d.Time.UTC().Format(time.RFC3339Nano))
@@ -224,37 +209,32 @@ func renderDeadShow(w io.Writer, d deadEntry) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	payload, err := base64.StdEncoding.DecodeString(d.Payload)
-	if err != nil {
-		return fmt.Errorf("payload_base64 is not base64: %w", err)
-	}
-	if printable(payload) {
-		_, err = fmt.Fprintf(w, "payload (%d bytes):\n%s\n", len(payload), payload)
+	var err error
+	if printable(d.Payload) {
+		_, err = fmt.Fprintf(w, "payload (%d bytes):\n%s\n", len(d.Payload), d.Payload)
 	} else {
-		_, err = fmt.Fprintf(w, "payload (%d bytes, base64):\n%s\n", len(payload), d.Payload)
+		_, err = fmt.Fprintf(w, "payload (%d bytes, base64):\n%s\n", len(d.Payload), base64.StdEncoding.EncodeToString(d.Payload))
 	}
 	return err
 }
 
 func deadReplay(ctx context.Context, c *adminClient, o deadOptions, w io.Writer) error {
-	req := map[string]any{}
+	var req api.ReplayBody
 	if o.Rate != "" {
-		req["rate"] = o.Rate
+		req.Rate = &o.Rate
 	}
 	if o.Limit > 0 {
-		req["limit"] = o.Limit
+		req.Limit = &o.Limit
 	}
 	if o.Reason != "" {
-		req["reason"] = o.Reason
+		req.Reason = &o.Reason
 	}
 	b, _ := json.Marshal(req)
 	body, err := c.do(ctx, http.MethodPost, deadPath(o, "/replay"), b)
 	if err != nil || o.JSON {
 		return printJSON(w, body, err)
 	}
-	var doc struct {
-		Replaying int `json:"replaying"`
-	}
+	var doc api.ReplayStarted
 	if err := json.Unmarshal(body, &doc); err != nil {
 		return fmt.Errorf("replay did not answer the expected JSON: %w", err)
 	}

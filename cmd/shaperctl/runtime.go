@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 )
 
 // The runtime commands: pause (until resumed, for a duration or until a
@@ -89,13 +91,13 @@ func runRuntime(ctx context.Context, name string, args []string, stdout, stderr 
 		fmt.Fprintf(stderr, "shaperctl %s: %v\n", name, err)
 		return exitFailed
 	}
-	var doc map[string]any
+	var doc api.Change
 	_ = json.Unmarshal(answer, &doc)
-	line := fmt.Sprintf("%s: %v", o.Downstream, doc["status"])
-	if until, ok := doc["paused_until"].(string); ok {
-		line += " until " + until
+	line := fmt.Sprintf("%s: %s", o.Downstream, doc.Status)
+	if doc.PausedUntil != "" {
+		line += " until " + doc.PausedUntil
 	}
-	if ov, ok := doc["override"].(map[string]any); ok {
+	if ov, ok := doc.Override.(map[string]any); ok {
 		b, _ := json.Marshal(ov)
 		line += " " + string(b)
 	}
@@ -111,14 +113,14 @@ func (o runtimeOptions) request(name string) (method, path string, body []byte, 
 	base := "/v1/downstreams/" + url.PathEscape(o.Downstream)
 	switch name {
 	case "pause":
-		req := map[string]string{}
+		var req api.PauseBody
 		switch {
 		case o.For != "" && o.Until != "":
 			return "", "", nil, "give -for or -until, not both"
 		case o.For != "":
-			req["for"] = o.For
+			req.For = &o.For
 		case o.Until != "":
-			req["until"] = o.Until
+			req.Until = &o.Until
 		}
 		body, _ = json.Marshal(req)
 		return http.MethodPost, base + "/pause", body, ""
@@ -129,17 +131,18 @@ func (o runtimeOptions) request(name string) (method, path string, body []byte, 
 	}
 	// A flag given is sent whatever its value (-concurrency 0 too): the
 	// daemon validates it and names what would be valid.
-	req := map[string]any{}
+	var req api.OverrideBody
 	if o.given["rate"] {
-		req["rate"] = strings.TrimSpace(o.Rate)
+		rate := strings.TrimSpace(o.Rate)
+		req.Rate = &rate
 	}
 	if o.given["concurrency"] {
-		req["concurrency"] = o.Concurrency
+		req.Concurrency = &o.Concurrency
 	}
 	if o.given["capacity"] {
-		req["capacity"] = o.Capacity
+		req.Capacity = &o.Capacity
 	}
-	if len(req) == 0 {
+	if req == (api.OverrideBody{}) {
 		return "", "", nil, "give at least one of -rate, -concurrency, -capacity"
 	}
 	body, _ = json.Marshal(req)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 )
 
 // statusOptions are the parsed flags of status.
@@ -104,9 +106,9 @@ func statusOnce(ctx context.Context, client *adminClient, o statusOptions, stdou
 		_, _ = stdout.Write(body)
 		return exitOK
 	}
-	var doc struct {
-		Downstreams []map[string]any `json:"downstreams"`
-	}
+	// Rows as maps: every counter is shown, one this shaperctl does not
+	// know too.
+	var doc api.Downstreams[map[string]any]
 	if err := json.Unmarshal(body, &doc); err != nil {
 		fmt.Fprintf(stderr, "shaperctl status: %s/v1/downstreams did not answer the expected JSON: %v\n", client.base, err)
 		return exitFailed

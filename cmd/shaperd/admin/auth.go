@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/config"
 )
 
@@ -31,8 +32,8 @@ const maxBcryptChecks = 2
 func limitBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		tooLarge := func() {
-			writeJSON(w, http.StatusRequestEntityTooLarge, map[string]string{
-				"error": fmt.Sprintf("request body larger than %d bytes; admin requests take at most a few JSON fields", maxBody)})
+			writeJSON(w, http.StatusRequestEntityTooLarge, api.Error{
+				Error: fmt.Sprintf("request body larger than %d bytes; admin requests take at most a few JSON fields", maxBody)})
 		}
 		if r.ContentLength > maxBody {
 			tooLarge()
@@ -44,7 +45,7 @@ func limitBody(next http.Handler) http.Handler {
 				tooLarge()
 				return
 			}
-			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "read request body: " + err.Error()})
+			writeJSON(w, http.StatusBadRequest, api.Error{Error: "read request body: " + err.Error()})
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
@@ -89,7 +90,7 @@ func (a *basicAuth) wrap(next http.Handler) http.Handler {
 		}
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Basic realm="shaper admin", charset="UTF-8"`)
-			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "authentication required (admin.basic_auth)"})
+			writeJSON(w, http.StatusUnauthorized, api.Error{Error: "authentication required (admin.basic_auth)"})
 			return
 		}
 		next.ServeHTTP(w, r)

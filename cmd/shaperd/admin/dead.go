@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/shaper"
 )
 
@@ -52,25 +52,13 @@ type ReplayRequest struct {
 	Reason string  // "" = any
 }
 
-// DeadLetter is one stored dead letter as GET .../dead lists it.
-type DeadLetter struct {
-	Seq          uint64    `json:"seq"`
-	JobID        string    `json:"job_id"`
-	Reason       string    `json:"reason"`
-	Error        string    `json:"error"`
-	Attempts     int       `json:"attempts"`
-	Time         time.Time `json:"time"`
-	PayloadBytes int       `json:"payload_bytes"`
-}
-
-// DeadLetterDetail is one dead letter as GET .../dead/{seq} shows it: the
-// listed fields, the payload (base64 in JSON) and the producer's headers
-// (never the Shaper-* ones the daemon added).
-type DeadLetterDetail struct {
-	DeadLetter
-	Payload []byte              `json:"payload_base64"`
-	Headers map[string][]string `json:"headers"`
-}
+// DeadLetter is one stored dead letter as GET .../dead lists it, and
+// DeadLetterDetail one as GET .../dead/{seq} shows it: the admin API's
+// bodies, named here for DeadLetters.
+type (
+	DeadLetter       = api.DeadLetter
+	DeadLetterDetail = api.DeadLetterDetail
+)
 
 // Bounds of GET .../dead's limit.
 const (
@@ -106,7 +94,7 @@ func (h *handlers) serveDeadList(w http.ResponseWriter, r *http.Request) {
 		if list == nil {
 			list = []DeadLetter{}
 		}
-		return http.StatusOK, map[string]any{"dead_letters": list, "total": total}, err
+		return http.StatusOK, api.DeadLetterList{DeadLetters: list, Total: total}, err
 	})
 }
 
@@ -144,7 +132,7 @@ func (h *handlers) serveDeadReplay(w http.ResponseWriter, r *http.Request) {
 			h.Logger.Info("dead-letter replay started through the admin API", "downstream", name,
 				"replaying", n, "rate", rate, "reason", req.Reason)
 		}
-		return http.StatusAccepted, map[string]int{"replaying": n}, err
+		return http.StatusAccepted, api.ReplayStarted{Replaying: n}, err
 	})
 }
 
@@ -176,20 +164,20 @@ func (h *handlers) serveDeadPurge(w http.ResponseWriter, r *http.Request) {
 func (h *handlers) withDead(w http.ResponseWriter, r *http.Request, op func(DeadLetters, string) (int, any, error)) {
 	name := r.PathValue("name")
 	if h.DeadLetters == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "this daemon keeps no dead-letter store"})
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "this daemon keeps no dead-letter store"})
 		return
 	}
 	status, body, err := op(h.DeadLetters, name)
 	switch {
 	case errors.Is(err, shaper.ErrUnknownDownstream):
-		writeJSON(w, http.StatusNotFound, map[string]string{
-			"error": fmt.Sprintf("no downstream named %q; GET /v1/downstreams lists them", name)})
+		writeJSON(w, http.StatusNotFound, api.Error{
+			Error: fmt.Sprintf("no downstream named %q; GET /v1/downstreams lists them", name)})
 	case errors.Is(err, ErrDeadNotFound):
-		writeJSON(w, http.StatusNotFound, map[string]string{
-			"error": fmt.Sprintf("downstream %q holds no dead letter %s; GET /v1/downstreams/%s/dead lists them",
+		writeJSON(w, http.StatusNotFound, api.Error{
+			Error: fmt.Sprintf("downstream %q holds no dead letter %s; GET /v1/downstreams/%s/dead lists them",
 				name, r.PathValue("seq"), name)})
 	case err != nil:
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "dead-letter store: " + err.Error()})
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "dead-letter store: " + err.Error()})
 	case body == nil:
 		w.WriteHeader(status)
 	default:
@@ -199,7 +187,7 @@ func (h *handlers) withDead(w http.ResponseWriter, r *http.Request, op func(Dead
 
 // badRequest answers 400 with err's text, which names the field.
 func badRequest(w http.ResponseWriter, err error) {
-	writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+	writeJSON(w, http.StatusBadRequest, api.Error{Error: err.Error()})
 }
 
 // parseSeq reads the {seq} path value: a dead letter's stream sequence.

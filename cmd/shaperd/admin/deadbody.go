@@ -10,17 +10,11 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/config"
 )
 
-// replayBody is the JSON of POST .../dead/replay: every field optional.
-type replayBody struct {
-	Rate   *string `json:"rate"`
-	Limit  *int    `json:"limit"`
-	Reason *string `json:"reason"`
-}
-
-// replayFields lists replayBody's fields for error messages.
+// replayFields lists api.ReplayBody's fields for error messages.
 const replayFields = "rate, limit, reason"
 
 // parseReplay decodes and validates a replay request's body strictly: an
@@ -37,7 +31,7 @@ func parseReplay(r *http.Request) (ReplayRequest, error) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return req, nil
 	}
-	var b replayBody
+	var b api.ReplayBody
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
@@ -46,11 +40,11 @@ func parseReplay(r *http.Request) (ReplayRequest, error) {
 	if dec.More() {
 		return req, errors.New("body: one JSON object expected, found more after it")
 	}
-	return b.validate()
+	return validateReplay(b)
 }
 
-// validate turns a decoded body into a request.
-func (b replayBody) validate() (ReplayRequest, error) {
+// validateReplay turns a decoded body into a request.
+func validateReplay(b api.ReplayBody) (ReplayRequest, error) {
 	var req ReplayRequest
 	if b.Rate != nil {
 		rate, err := config.ParseRate(*b.Rate)

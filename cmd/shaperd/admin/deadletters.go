@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/shaper"
 )
 
@@ -18,16 +19,8 @@ import (
 // should answer from memory or a call bounded by ctx.
 type DeadStats func(ctx context.Context, downstream string) (stored int, oldest time.Time, ok bool)
 
-// DeadLetterSummary is a downstream's "dead_letters" in GET /v1/downstreams:
-//
-//	"dead_letters": {"stored": 5, "oldest_seconds": 312.5}
-//
-// OldestSeconds is the age of the oldest stored dead letter, absent when
-// none is stored.
-type DeadLetterSummary struct {
-	Stored        int      `json:"stored"`
-	OldestSeconds *float64 `json:"oldest_seconds,omitempty"`
-}
+// DeadLetterSummary is a downstream's "dead_letters" in GET /v1/downstreams.
+type DeadLetterSummary = api.DeadLetterSummary
 
 // downstreamRow is one entry of GET /v1/downstreams: the lane's status and,
 // when the daemon has a store for it, its dead letters.

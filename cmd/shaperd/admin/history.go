@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/service"
 )
@@ -174,47 +175,12 @@ func sum[K comparable](m map[K]uint64) uint64 {
 	return n
 }
 
-// HistoryResponse is the body of GET /v1/history: per downstream (sorted by
-// name), parallel arrays with one entry per sample, oldest first:
-//
-//	{"interval_seconds":2,"max_samples":300,"downstreams":[{"name":"printer",
-//	  "time_unix_ms":[1764487402000,1764487404000],"depth":[9,10],"capacity":[10,10],
-//	  "inflight":[1,1],"rate":[2,2],"achieved_rate":[2,2],"rejected_rate":[1.5,3],
-//	  "dropped_rate":[0,0],"success_rate":[2,2],"failure_rate":[0,0],
-//	  "retry_rate":[0,0],"paused":[false,false]}]}
-//
-// A downstream's first sample comes one interval after it is first seen
-// (its counters need a baseline); a removed downstream's history goes with it.
-type HistoryResponse struct {
-	IntervalSeconds float64           `json:"interval_seconds"` // time between samples
-	MaxSamples      int               `json:"max_samples"`      // per downstream; older ones are dropped
-	Downstreams     []DownstreamTrend `json:"downstreams"`
-}
-
-// DownstreamTrend is one downstream's samples. Rates are per second over
-// the interval that ended at the sample: AchievedRate is the rate of
-// LaneStatus.Started (tries started, retries included), RejectedRate and
-// DroppedRate of the sums of Rejected and Dropped over all reasons,
-// SuccessRate of Delivered[success], FailureRate of Delivered[failed] +
-// Delivered[dead_lettered], RetryRate of Retries.
-type DownstreamTrend struct {
-	Name         string    `json:"name"`
-	TimeUnixMs   []int64   `json:"time_unix_ms"`
-	Depth        []int     `json:"depth"`
-	Capacity     []int     `json:"capacity"`
-	Inflight     []int     `json:"inflight"`
-	Rate         []float64 `json:"rate"` // configured
-	AchievedRate []float64 `json:"achieved_rate"`
-	RejectedRate []float64 `json:"rejected_rate"`
-	DroppedRate  []float64 `json:"dropped_rate"`
-	SuccessRate  []float64 `json:"success_rate"`
-	FailureRate  []float64 `json:"failure_rate"`
-	RetryRate    []float64 `json:"retry_rate"`
-	// LatencySeconds is the mean duration of the tries answered in each
-	// sample's span (0: none answered).
-	LatencySeconds []float64 `json:"latency_seconds"`
-	Paused         []bool    `json:"paused"` // by the admin API or a pushback
-}
+// HistoryResponse and DownstreamTrend are GET /v1/history's body, declared
+// with the admin API's other bodies.
+type (
+	HistoryResponse = api.History
+	DownstreamTrend = api.DownstreamTrend
+)
 
 // snapshot copies the history out for serving.
 func (h *History) snapshot() HistoryResponse {

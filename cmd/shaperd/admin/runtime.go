@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 )
@@ -21,21 +22,8 @@ const MaxPause = 366 * 24 * time.Hour
 
 // The routes that change a downstream at runtime: a pause (timed or not),
 // resume, an override of rate, concurrency and capacity, and its removal.
-// Every body is decoded strictly: an unknown field, a wrong type or a bad
+// Every body (package api declares them) is decoded strictly: an unknown field, a wrong type or a bad
 // value is a 400 naming the field.
-
-// pauseBody is POST /v1/downstreams/{name}/pause's optional body.
-type pauseBody struct {
-	For   *string `json:"for"`
-	Until *string `json:"until"`
-}
-
-// overrideBody is PATCH /v1/downstreams/{name}'s body.
-type overrideBody struct {
-	Rate        *string `json:"rate"`
-	Concurrency *int    `json:"concurrency"`
-	Capacity    *int    `json:"capacity"`
-}
 
 // user names who made a request, for the audit log: the basic-auth user,
 // or anonymous and the client's address without basic auth.
@@ -78,7 +66,7 @@ func pauseUntil(body []byte, now time.Time) (time.Time, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return time.Time{}, nil
 	}
-	var b pauseBody
+	var b api.PauseBody
 	if err := decodeStrict(body, &b); err != nil {
 		return time.Time{}, err
 	}
@@ -121,7 +109,7 @@ func resumeBody(body []byte) error {
 // overridePatch reads PATCH /v1/downstreams/{name}'s body, validated as
 // the config validates the same keys.
 func overridePatch(body []byte) (shaper.Override, error) {
-	var b overrideBody
+	var b api.OverrideBody
 	if err := decodeStrict(body, &b); err != nil {
 		return shaper.Override{}, err
 	}
@@ -157,7 +145,7 @@ func overridePatch(body []byte) (shaper.Override, error) {
 func (h *handlers) downstreamsOrFail(w http.ResponseWriter) Downstreams {
 	ds := h.Downstreams()
 	if ds == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting"})
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "starting"})
 	}
 	return ds
 }
@@ -174,7 +162,7 @@ func writeChangeError(w http.ResponseWriter, name string, err error) {
 	case errors.Is(err, shaper.ErrInvalidOverride):
 		status = http.StatusBadRequest
 	}
-	writeJSON(w, status, map[string]string{"error": err.Error()})
+	writeJSON(w, status, api.Error{Error: err.Error()})
 }
 
 func (h *handlers) servePause(pause bool) http.HandlerFunc {
@@ -186,22 +174,22 @@ func (h *handlers) servePause(pause bool) http.HandlerFunc {
 		}
 		body, _ := readBody(r)
 		before, _ := laneOf(ds, name)
-		reply := map[string]string{"downstream": name, "status": "resumed"}
+		reply := api.Change{Downstream: name, Status: "resumed"}
 		var err error
 		if pause {
 			until, perr := pauseUntil(body, time.Now())
 			if perr != nil {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": perr.Error()})
+				writeJSON(w, http.StatusBadRequest, api.Error{Error: perr.Error()})
 				return
 			}
-			reply["status"] = "paused"
+			reply.Status = "paused"
 			if !until.IsZero() {
-				reply["paused_until"] = until.UTC().Format(time.RFC3339Nano)
+				reply.PausedUntil = until.UTC().Format(time.RFC3339Nano)
 			}
 			err = ds.Pause(name, until, user(r))
 		} else {
 			if berr := resumeBody(body); berr != nil {
-				writeJSON(w, http.StatusBadRequest, map[string]string{"error": berr.Error()})
+				writeJSON(w, http.StatusBadRequest, api.Error{Error: berr.Error()})
 				return
 			}
 			err = ds.Resume(name, user(r))
@@ -210,7 +198,7 @@ func (h *handlers) servePause(pause bool) http.HandlerFunc {
 			writeChangeError(w, name, err)
 			return
 		}
-		h.audit("downstream "+reply["status"]+" through the admin API", ds, name, user(r), before)
+		h.audit("downstream "+reply.Status+" through the admin API", ds, name, user(r), before)
 		writeJSON(w, http.StatusOK, reply)
 	}
 }
@@ -224,7 +212,7 @@ func (h *handlers) serveOverride(w http.ResponseWriter, r *http.Request) {
 	body, _ := readBody(r)
 	o, err := overridePatch(body)
 	if err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		writeJSON(w, http.StatusBadRequest, api.Error{Error: err.Error()})
 		return
 	}
 	before, _ := laneOf(ds, name)
@@ -234,7 +222,7 @@ func (h *handlers) serveOverride(w http.ResponseWriter, r *http.Request) {
 	}
 	h.audit("downstream overridden through the admin API", ds, name, user(r), before)
 	after, _ := laneOf(ds, name)
-	writeJSON(w, http.StatusOK, map[string]any{"downstream": name, "status": "overridden", "override": after.Override})
+	writeJSON(w, http.StatusOK, api.Change{Downstream: name, Status: "overridden", Override: after.Override})
 }
 
 func (h *handlers) serveUnsetOverride(w http.ResponseWriter, r *http.Request) {
@@ -249,7 +237,7 @@ func (h *handlers) serveUnsetOverride(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.audit("downstream override removed through the admin API", ds, name, user(r), before)
-	writeJSON(w, http.StatusOK, map[string]string{"downstream": name, "status": "override removed"})
+	writeJSON(w, http.StatusOK, api.Change{Downstream: name, Status: "override removed"})
 }
 
 // readBody is the request's body, which limitBody has read already.

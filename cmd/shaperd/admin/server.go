@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 )
@@ -153,8 +154,8 @@ func (s *Server) Stop() error {
 func crossOriginGuard() *http.CrossOriginProtection {
 	c := http.NewCrossOriginProtection()
 	c.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusForbidden, map[string]string{
-			"error": r.Method + " from another site's page refused; use the status page on this address, shaperctl or curl"})
+		writeJSON(w, http.StatusForbidden, api.Error{
+			Error: r.Method + " from another site's page refused; use the status page on this address, shaperctl or curl"})
 	}))
 	return c
 }
@@ -173,7 +174,7 @@ func newMux(deps Deps) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(deps.Registry, promhttp.HandlerOpts{Registry: deps.Registry}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeJSON(w, http.StatusOK, api.Health{Status: "ok"})
 	})
 	mux.HandleFunc("GET /readyz", h.serveReady)
 	mux.HandleFunc("GET /v1/downstreams", h.serveDownstreams)
@@ -193,19 +194,19 @@ type handlers struct{ Deps }
 // serveReady is 200 when nothing is listed by NotReady, else 503 with the list.
 func (h *handlers) serveReady(w http.ResponseWriter, _ *http.Request) {
 	if problems := h.NotReady(); len(problems) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unready", "problems": problems})
+		writeJSON(w, http.StatusServiceUnavailable, api.Health{Status: "unready", Problems: problems})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	writeJSON(w, http.StatusOK, api.Health{Status: "ready"})
 }
 
 func (h *handlers) serveDownstreams(w http.ResponseWriter, r *http.Request) {
 	ds := h.Downstreams()
 	if ds == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "starting"})
+		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "starting"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"downstreams": downstreamRows(r.Context(), time.Now(), ds.Lanes(), h.DeadStats)})
+	writeJSON(w, http.StatusOK, api.Downstreams[downstreamRow]{Downstreams: downstreamRows(r.Context(), time.Now(), ds.Lanes(), h.DeadStats)})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
