@@ -12,8 +12,8 @@ import (
 
 // startAdmin starts the admin HTTP server (package admin) on cfg.Listen,
 // serving the daemon's registry, shaper, readiness and history. It returns
-// the server's Stop, a Run cleanup.
-func (d *Daemon) startAdmin(cfg config.Admin) (func() error, error) {
+// the server.
+func (d *Daemon) startAdmin(cfg config.Admin) (*admin.Server, error) {
 	srv, err := admin.Start(cfg, admin.Deps{
 		Logger:      d.log,
 		Registry:    d.reg,
@@ -26,14 +26,13 @@ func (d *Daemon) startAdmin(cfg config.Admin) (func() error, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.adminAddr.Store(srv.Addr())
-	return srv.Stop, nil
+	return srv, nil
 }
 
 // deadStats reports downstream's stored dead letters for the status page;
 // ok is false without a store (no JetStream) or when it cannot answer.
 func (d *Daemon) deadStats(ctx context.Context, downstream string) (int, time.Time, bool) {
-	store := d.dead.Load()
+	store := d.live().deadStore
 	if store == nil {
 		return 0, time.Time{}, false
 	}
@@ -47,7 +46,7 @@ func (d *Daemon) deadStats(ctx context.Context, downstream string) (int, time.Ti
 // downstreams is the running shaper, or nil before Run has built it (never
 // a nil *shaper.Shaper in the interface).
 func (d *Daemon) downstreams() admin.Downstreams {
-	if c := d.ctl.Load(); c != nil {
+	if c := d.live().ctl; c != nil {
 		return c
 	}
 	return nil
@@ -59,7 +58,7 @@ func (d *Daemon) downstreams() admin.Downstreams {
 // stream or consumer is not in place.
 func (d *Daemon) notReady() []string {
 	var problems []string
-	if nc := d.nc.Load(); nc == nil || !nc.IsConnected() {
+	if nc := d.live().nc; nc == nil || !nc.IsConnected() {
 		problems = append(problems, "NATS not connected")
 	} else if !d.intakeUp.Load() {
 		problems = append(problems, "intake subscription not confirmed by NATS yet")

@@ -20,12 +20,13 @@ func TestAdminWiring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop, err := d.startAdmin(cfg.Admin)
+	srv, err := d.startAdmin(cfg.Admin)
 	if err != nil {
 		t.Fatal(err)
 	}
+	d.wired.Store(&wiring{adminAddr: srv.Addr()})
 	defer func() {
-		if err := stop(); err != nil {
+		if err := srv.Stop(); err != nil {
 			t.Errorf("stop admin: %v", err)
 		}
 	}()

@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"github.com/nats-io/nats.go"
+
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/control"
@@ -18,13 +20,13 @@ import (
 // or override made before a restart, or on another instance) apply before
 // the shaper starts anything, waiting at most control.ShareTimeout for
 // them. A config of memory downstreams alone never touches the bucket.
-func (d *Daemon) newControl(cfg config.Config, sh *shaper.Shaper) *control.Control {
+func (d *Daemon) newControl(cfg config.Config, nc *nats.Conn, sh *shaper.Shaper) *control.Control {
 	durable := func(name string) bool {
 		_, ok := d.durable.of(name)
 		return ok
 	}
 	var store control.Store // nil: nothing is shared
-	if nc := d.nc.Load(); nc != nil {
+	if nc != nil {
 		kv, err := newKVRuntime(nc, cfg.NATS.JetStream, d.log)
 		if err != nil {
 			d.log.Warn("runtime pauses and overrides stay with this instance", "error", err.Error())
@@ -32,7 +34,5 @@ func (d *Daemon) newControl(cfg config.Config, sh *shaper.Shaper) *control.Contr
 			store = kv
 		}
 	}
-	c := control.New(sh, store, durable, d.log)
-	d.ctl.Store(c)
-	return c
+	return control.New(sh, store, durable, d.log)
 }

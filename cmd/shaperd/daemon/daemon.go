@@ -17,7 +17,6 @@ import (
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
-	"github.com/shaperd/shaper/shaper/control"
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/dedupe"
 	"github.com/shaperd/shaper/shaper/metrics"
@@ -58,22 +57,12 @@ type Daemon struct {
 
 	view atomic.Pointer[view] // what intake reads on every message
 
-	ready     chan struct{}
-	adminAddr atomic.Value // string
-	nc        atomic.Pointer[nats.Conn]
-	shaper    atomic.Pointer[shaper.Shaper]
-	ctl       atomic.Pointer[control.Control] // the admin API's changes (control.go)
-	durable   readiness                       // each durable queue, for /readyz and reloads
-	shares    storeShares
-	running   atomic.Bool
-	intakeUp  atomic.Bool // intake subscription confirmed by the server (see connectOptions)
-
-	// dead is the dead-letter store; nil before Run has made it, or when
-	// the NATS server has no JetStream (dead letters are then published).
-	dead atomic.Pointer[deadletter.Store]
-	// deadPublishOnly is set when the server has no JetStream: there is
-	// no store to list or replay.
-	deadPublishOnly atomic.Bool
+	ready    chan struct{}
+	wired    atomic.Pointer[wiring] // what Run's steps have built so far; nil before
+	durable  readiness              // each durable queue, for /readyz and reloads
+	shares   storeShares
+	running  atomic.Bool
+	intakeUp atomic.Bool // intake subscription confirmed by the server (see connectOptions)
 }
 
 // view is the part of the config that intake reads per message; it is
@@ -133,7 +122,15 @@ func newView(cfg config.Config) *view {
 func (d *Daemon) Ready() <-chan struct{} { return d.ready }
 
 // AdminAddr is the admin listener's address (valid after Ready).
-func (d *Daemon) AdminAddr() string { s, _ := d.adminAddr.Load().(string); return s }
+func (d *Daemon) AdminAddr() string { return d.live().adminAddr }
+
+// live is what Run's steps have built so far (the zero wiring before).
+func (d *Daemon) live() *wiring {
+	if w := d.wired.Load(); w != nil {
+		return w
+	}
+	return &wiring{}
+}
 
 // Registry is the registry the daemon's metrics are on.
 func (d *Daemon) Registry() *prometheus.Registry { return d.reg }
@@ -151,6 +148,8 @@ func (d *Daemon) Run(ctx context.Context) (err error) {
 		if err := errors.Join(err, services.Start(ctx, svcs...)); err != nil {
 			return err
 		}
+		snapshot := *w
+		d.wired.Store(&snapshot)
 	}
 	d.announce(w.cfg, w.url)
 	<-ctx.Done()
@@ -195,7 +194,6 @@ func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
 	if !nc.IsConnected() {
 		d.log.Warn("NATS not reachable yet; retrying in the background (/readyz is false until connected)", "url", redactURL(url))
 	}
-	d.nc.Store(nc)
 	return nc, nil
 }
 

@@ -25,9 +25,10 @@ func (a deadAPI) store(downstream string) (*deadletter.Store, error) {
 	if _, ok := a.d.known(downstream); !ok {
 		return nil, fmt.Errorf("dead letters of %q: %w", downstream, shaper.ErrUnknownDownstream)
 	}
-	st := a.d.dead.Load()
+	w := a.d.live()
+	st := w.deadStore
 	switch {
-	case st == nil && a.d.deadPublishOnly.Load():
+	case st == nil && w.deadPublishOnly:
 		return nil, deadletter.ErrNoStore
 	case st == nil:
 		return nil, deadletter.ErrNotStarted

@@ -5,10 +5,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/shaperd/shaper/config"
-	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/service"
 )
@@ -31,12 +28,14 @@ func deadSettings(cfg config.Config, shares *storeShares) []deadletter.StreamSet
 	return out
 }
 
-// startDeadLetters builds the dead-letter store and publisher on nc and
-// keeps the store for the admin API, unless the server has no JetStream.
-func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *nats.Conn) (*deadletter.Publisher, error) {
+// startDeadLetters builds the dead-letter store and publisher on w.nc and
+// keeps the store in w for the admin API, unless the server has no
+// JetStream.
+func (d *Daemon) startDeadLetters(ctx context.Context, w *wiring) error {
+	cfg, nc := w.cfg, w.nc
 	store, err := deadletter.NewStore(nc, deadStoreSettings(cfg, d))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	durable := false
 	for _, ls := range cfg.ShaperSettings().Lanes {
@@ -45,14 +44,13 @@ func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *na
 	pub, err := deadletter.NewPublisher(ctx, nc, store, deadletter.PublisherSettings{
 		Streams: deadSettings(cfg, &d.shares), Durable: durable, EnsureWithin: ensureTimeout, EnsureTry: startTry, Logger: d.log})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if pub.PublishOnly() {
-		d.deadPublishOnly.Store(true)
-	} else {
-		d.dead.Store(store)
+	w.dead, w.deadPublishOnly = pub, pub.PublishOnly()
+	if !w.deadPublishOnly {
+		w.deadStore = store
 	}
-	return pub, nil
+	return nil
 }
 
 // ensureDead applies next's dead-letter settings (reload): first the
@@ -60,7 +58,7 @@ func (d *Daemon) startDeadLetters(ctx context.Context, cfg config.Config, nc *na
 // room grows, then the new ones, so that the room freed is there for
 // the others.
 func (d *Daemon) ensureDead(next config.Config, was *config.StorePlan) {
-	store := d.dead.Load()
+	store := d.live().deadStore
 	if store == nil {
 		return
 	}
@@ -88,8 +86,8 @@ func (d *Daemon) knownNames() []string { return slices.Sorted(maps.Keys(d.view.L
 // replayService gives the replayers the dead-letter store, the shaper and
 // a KV bucket of plans on nc; started, they resume every stored replay.
 // Without a store (no JetStream) there is nothing to replay: nil.
-func (d *Daemon) replayService(cfg config.Config, nc *nats.Conn, sh *shaper.Shaper) (service.Service, error) {
-	st := d.dead.Load()
+func (d *Daemon) replayService(w *wiring) (service.Service, error) {
+	cfg, nc, sh, st := w.cfg, w.nc, w.sh, w.deadStore
 	if st == nil {
 		return nil, nil
 	}

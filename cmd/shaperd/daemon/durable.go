@@ -13,7 +13,6 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/queue/jetstream"
 	"github.com/shaperd/shaper/shaper"
-	"github.com/shaperd/shaper/shaper/deadletter"
 )
 
 // ensureTimeout bounds the start-up check of the JetStream streams (of
@@ -58,23 +57,19 @@ func (r *readiness) queue(name string) *jetstream.Queue {
 
 // storage prepares the JetStream side: the durable queues' factory and the
 // dead-letter stores.
-func (d *Daemon) storage(ctx context.Context, cfg config.Config, nc *nats.Conn) (*jetstream.Store, func(shaper.LaneSettings) (queue.Roles, error), *deadletter.Publisher, error) {
+func (d *Daemon) storage(ctx context.Context, w *wiring) (*jetstream.Store, error) {
+	cfg, nc := w.cfg, w.nc
 	if err := d.planStore(ctx, cfg, nc); err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	st, err := jetstream.New(nc, jetStreamSettings(cfg, d))
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
-	queues, err := d.durableQueues(ctx, cfg, nc, st)
-	if err != nil {
-		return st, nil, nil, err
+	if w.queues, err = d.durableQueues(ctx, cfg, nc, st); err != nil {
+		return st, err
 	}
-	dead, err := d.startDeadLetters(ctx, cfg, nc)
-	if err != nil {
-		return st, nil, nil, err
-	}
-	return st, queues, dead, nil
+	return st, d.startDeadLetters(ctx, w)
 }
 
 // durableQueues prepares the JetStream backend (queue.backend: jetstream)

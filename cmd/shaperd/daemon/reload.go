@@ -37,7 +37,7 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 		}
 		return errors.Join(errs...)
 	}
-	sh := d.shaper.Load()
+	sh := d.live().sh
 	if sh == nil {
 		return errors.New("reload: the daemon is not running yet")
 	}
@@ -58,7 +58,7 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 		return fmt.Errorf("apply config: %w", err)
 	}
 	d.setQueueShares(d.cfg, next, was, false)
-	if c := d.ctl.Load(); c != nil {
+	if c := d.live().ctl; c != nil {
 		c.Reapply() // a downstream back in the config takes its kept changes again
 	}
 	d.view.Store(newView(next))

@@ -9,6 +9,7 @@ import (
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/control"
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/service"
 	"github.com/shaperd/shaper/shaper/sink"
@@ -17,14 +18,20 @@ import (
 // wiring is what Run's steps build, each from what the steps before it
 // built.
 type wiring struct {
-	cfg      config.Config
-	url      string // NATS, embedded or not
-	nc       *nats.Conn
-	queues   func(shaper.LaneSettings) (queue.Roles, error)
-	dead     *deadletter.Publisher
-	rejected *deadletter.Rejected
-	deps     shaper.Deps
-	sh       *shaper.Shaper
+	cfg       config.Config
+	url       string // NATS, embedded or not
+	adminAddr string // the admin listener's address
+	nc        *nats.Conn
+	queues    func(shaper.LaneSettings) (queue.Roles, error)
+	dead      *deadletter.Publisher
+	// deadStore is the dead-letter store; nil when the NATS server has no
+	// JetStream (deadPublishOnly: dead letters are only published).
+	deadStore       *deadletter.Store
+	deadPublishOnly bool
+	rejected        *deadletter.Rejected
+	deps            shaper.Deps
+	sh              *shaper.Shaper
+	ctl             *control.Control // the admin API's changes (control.go)
 }
 
 // step builds one part of the daemon into w and returns the services that
@@ -61,11 +68,12 @@ func (d *Daemon) natsServer(_ context.Context, w *wiring) ([]service.Service, er
 
 // adminServer starts the admin HTTP server (admin.go).
 func (d *Daemon) adminServer(_ context.Context, w *wiring) ([]service.Service, error) {
-	stop, err := d.startAdmin(w.cfg.Admin)
+	srv, err := d.startAdmin(w.cfg.Admin)
 	if err != nil {
 		return nil, err
 	}
-	return []service.Service{&service.Funcs{StopFunc: stop}}, nil
+	w.adminAddr = srv.Addr()
+	return []service.Service{&service.Funcs{StopFunc: srv.Stop}}, nil
 }
 
 // natsConn dials NATS; stopping it flushes what the shaper published.
@@ -81,8 +89,7 @@ func (d *Daemon) natsConn(_ context.Context, w *wiring) ([]service.Service, erro
 // storageStep prepares the durable queues and the dead-letter store;
 // stopping it ends the dedupe records' watch, before NATS closes.
 func (d *Daemon) storageStep(ctx context.Context, w *wiring) ([]service.Service, error) {
-	st, queues, dead, err := d.storage(ctx, w.cfg, w.nc)
-	w.queues, w.dead = queues, dead
+	st, err := d.storage(ctx, w)
 	if st == nil {
 		return nil, err
 	}
@@ -95,8 +102,8 @@ func (d *Daemon) storageStep(ctx context.Context, w *wiring) ([]service.Service,
 func (d *Daemon) deadWorkers(_ context.Context, w *wiring) ([]service.Service, error) {
 	w.rejected = deadletter.NewRejected(w.dead, d.jobs, d.log)
 	svcs := []service.Service{w.rejected}
-	if store := d.dead.Load(); store != nil {
-		svcs = append(svcs, d.deadMet.Refresher(store, d.knownNames, d.log))
+	if w.deadStore != nil {
+		svcs = append(svcs, d.deadMet.Refresher(w.deadStore, d.knownNames, d.log))
 	}
 	return svcs, nil
 }
@@ -124,12 +131,12 @@ func (d *Daemon) shaperStep(_ context.Context, w *wiring) ([]service.Service, er
 	if err != nil {
 		return nil, fmt.Errorf("start shaper: %w", err)
 	}
-	d.shaper.Store(sh)
 	w.sh = sh
+	w.ctl = d.newControl(w.cfg, w.nc, sh)
 	var runErr error
 	run := &service.Loop{Run: func(ctx context.Context) { runErr = sh.Run(ctx) }}
 	return []service.Service{
-		d.newControl(w.cfg, sh),
+		w.ctl,
 		&service.Funcs{StartFunc: run.Start, StopFunc: func() error { _ = run.Stop(); return runErr }},
 	}, nil
 }
@@ -141,7 +148,7 @@ func (d *Daemon) historyStep(_ context.Context, w *wiring) ([]service.Service, e
 
 // replaysStep lets the dead-letter replayers run (deadletters.go).
 func (d *Daemon) replaysStep(_ context.Context, w *wiring) ([]service.Service, error) {
-	svc, err := d.replayService(w.cfg, w.nc, w.sh)
+	svc, err := d.replayService(w)
 	if svc == nil || err != nil {
 		return nil, err
 	}

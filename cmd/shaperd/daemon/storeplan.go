@@ -75,7 +75,7 @@ func (d *Daemon) replanStore(next config.Config) (*config.StorePlan, error) {
 	was := d.shares.plan.Load()
 	var limit int64
 	var what string
-	if nc := d.nc.Load(); next.NATS.URL == "" || nc != nil {
+	if nc := d.live().nc; next.NATS.URL == "" || nc != nil {
 		limit, what = d.storeLimit(context.Background(), next, nc)
 	}
 	if l := d.shares.limit.Load(); limit <= 0 && l != nil {
