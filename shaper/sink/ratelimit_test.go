@@ -130,3 +130,31 @@ func TestHTTPSinkFeedback(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkReadQuota: the cost, on every answer, of reading the rate-limit
+// fields of a few common shapes.
+func BenchmarkReadQuota(b *testing.B) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, bc := range []struct {
+		name string
+		hdr  map[string]string
+	}{
+		{"none", map[string]string{"Content-Type": "application/json"}},
+		{"ietf", map[string]string{
+			"RateLimit-Policy": `"day";q=1000000;w=86400, "burst";q=10;w=1`,
+			"RateLimit":        `"day";r=5000;t=3600, "burst";r=3;t=1`}},
+		{"x-ratelimit", map[string]string{
+			"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "7", "X-RateLimit-Reset": "2"}},
+	} {
+		h := http.Header{}
+		for k, v := range bc.hdr {
+			h.Set(k, v)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				readQuota(h, now)
+			}
+		})
+	}
+}
