@@ -67,6 +67,15 @@ func TestReadQuota(t *testing.T) {
 		{"ietf syntax errors", map[string][]string{"RateLimit-Policy": {`"default";q=100,`}, "RateLimit": {`"x;r=1`}}, nil, 2},
 		{"ietf missing q", map[string][]string{"RateLimit-Policy": {`"default";w=60`}}, nil, 1},
 		{"ietf inner list", map[string][]string{"RateLimit": {`("a" "b");r=1`}}, nil, 1},
+		// Shapes the hand-written parser this package had got wrong: RFC
+		// 9651 dates and display strings are values it did not know, and a
+		// byte sequence's "=" is padding only at its end.
+		{"ietf date and display string parameters", map[string][]string{
+			"RateLimit-Policy": {`"default";q=100;w=60;since=@1735689600;note=%"f%c3%bcr alle"`},
+			"RateLimit":        {`"default";r=7;t=2;at=@1735689600`}},
+			&q{Limit: 100, Window: 60 * s, Remaining: 7, Reset: 2 * s}, 0},
+		{"ietf byte sequence padded in the middle", map[string][]string{
+			"RateLimit": {`"default";r=7;t=2;pk=:cHJv=amVjdDEyMw==:`}}, nil, 1},
 		{"one bad field, the others read", map[string][]string{
 			"RateLimit-Policy": {`"p";q=30;w=1`}, "X-Ratelimit-Reset": {"soon"}},
 			&q{Limit: 30, Window: s, Remaining: -1, Reset: -1}, 1},
