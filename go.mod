@@ -3,6 +3,7 @@ module github.com/shaperd/shaper
 go 1.26.8
 
 require (
+	github.com/dunglas/httpsfv v1.1.2
 	github.com/google/go-containerregistry v0.22.1
 	github.com/nats-io/jwt/v2 v2.8.3
 	github.com/nats-io/nats-server/v2 v2.15.3

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dunglas/httpsfv"
+
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
@@ -14,7 +16,7 @@ import (
 // downstream's limit"), read on every answer:
 //
 //   - IETF draft-ietf-httpapi-ratelimit-headers, structured fields (RFC
-//     8941 lists): RateLimit-Policy: "name";q=100;w=60 (q tries per w
+//     9651 lists, read by httpsfv): RateLimit-Policy: "name";q=100;w=60 (q tries per w
 //     seconds) and RateLimit: "name";r=42;t=30 (r left, refilled in t
 //     seconds). Several policies: the most restrictive counts.
 //   - The common X-RateLimit-Limit, -Remaining, -Reset, and the earlier
@@ -26,7 +28,7 @@ import (
 //
 // A field that is present but cannot be read is ignored and counted
 // (Feedback.Malformed); for a structured field that is the whole field,
-// as RFC 8941 says. Resets are cut to policy.MaxQuotaPause.
+// as RFC 9651 says. Resets are cut to policy.MaxQuotaPause.
 const (
 	epochAfter = 365 * 24 * 3600 // seconds; a larger reset is an epoch time
 	maxCount   = 1 << 40         // larger limits and counts are malformed
@@ -101,9 +103,9 @@ func ietfPolicies(h http.Header) (ps []policyRate, ok, present bool) {
 		return nil, false, present
 	}
 	for _, it := range items {
-		q, okQ := it.int("q")
-		w, okW := it.int("w")
-		if !okQ || (it.has("w") && (!okW || w == 0)) {
+		q, okQ, _ := param(it, "q")
+		w, okW, hasW := param(it, "w")
+		if !okQ || (hasW && (!okW || w == 0)) {
 			return nil, false, true
 		}
 		ps = append(ps, policyRate{limit: q, window: time.Duration(w) * time.Second})
@@ -120,9 +122,9 @@ func ietfState(h http.Header, q *policy.Quota) (ok, present bool) {
 	}
 	best, reset := -1, time.Duration(-1)
 	for _, it := range items {
-		r, okR := it.int("r")
-		t, okT := it.int("t")
-		if !okR || (it.has("t") && !okT) {
+		r, okR, _ := param(it, "r")
+		t, okT, hasT := param(it, "t")
+		if !okR || (hasT && !okT) {
 			return false, true
 		}
 		d := time.Duration(-1)
@@ -135,6 +137,41 @@ func ietfState(h http.Header, q *policy.Quota) (ok, present bool) {
 	}
 	q.Remaining, q.Reset = best, reset
 	return true, true
+}
+
+// sfList parses header field name as a structured-field list of items (an
+// inner list is no rate-limit item). present is whether the field was sent;
+// ok whether it parsed, to at least one item. (httpsfv, as RFC 9651 lets
+// it, fails a byte sequence whose "=" padding is missing.)
+func sfList(h http.Header, name string) (items []httpsfv.Item, ok, present bool) {
+	vs := h.Values(name)
+	if len(vs) == 0 {
+		return nil, false, false
+	}
+	l, err := httpsfv.UnmarshalList(vs)
+	if err != nil || len(l) == 0 {
+		return nil, false, true
+	}
+	items = make([]httpsfv.Item, len(l))
+	for i, m := range l {
+		it, isItem := m.(httpsfv.Item)
+		if !isItem {
+			return nil, false, true
+		}
+		items[i] = it
+	}
+	return items, true, true
+}
+
+// param returns item parameter k as a count, a non-negative integer ≤
+// maxCount (ok), and whether the item has k at all (has).
+func param(it httpsfv.Item, k string) (n int, ok, has bool) {
+	v, has := it.Params.Get(k)
+	i, isInt := v.(int64)
+	if !isInt || i < 0 || i > maxCount {
+		return 0, false, has
+	}
+	return int(i), true, true
 }
 
 // legacyLimit reads an X-RateLimit-Limit: "100", or with policies

@@ -67,6 +67,15 @@ func TestReadQuota(t *testing.T) {
 		{"ietf syntax errors", map[string][]string{"RateLimit-Policy": {`"default";q=100,`}, "RateLimit": {`"x;r=1`}}, nil, 2},
 		{"ietf missing q", map[string][]string{"RateLimit-Policy": {`"default";w=60`}}, nil, 1},
 		{"ietf inner list", map[string][]string{"RateLimit": {`("a" "b");r=1`}}, nil, 1},
+		// Shapes the hand-written parser this package had got wrong: RFC
+		// 9651 dates and display strings are values it did not know, and a
+		// byte sequence's "=" is padding only at its end.
+		{"ietf date and display string parameters", map[string][]string{
+			"RateLimit-Policy": {`"default";q=100;w=60;since=@1735689600;note=%"f%c3%bcr alle"`},
+			"RateLimit":        {`"default";r=7;t=2;at=@1735689600`}},
+			&q{Limit: 100, Window: 60 * s, Remaining: 7, Reset: 2 * s}, 0},
+		{"ietf byte sequence padded in the middle", map[string][]string{
+			"RateLimit": {`"default";r=7;t=2;pk=:cHJv=amVjdDEyMw==:`}}, nil, 1},
 		{"one bad field, the others read", map[string][]string{
 			"RateLimit-Policy": {`"p";q=30;w=1`}, "X-Ratelimit-Reset": {"soon"}},
 			&q{Limit: 30, Window: s, Remaining: -1, Reset: -1}, 1},
@@ -126,6 +135,34 @@ func TestHTTPSinkFeedback(t *testing.T) {
 				t.Errorf("err %v, want no pushback", err)
 			case tc.pushback >= 0 && (!errors.As(err, &pb) || pb.RetryAfter != tc.pushback):
 				t.Errorf("err %v, want a pushback of %v", err, tc.pushback)
+			}
+		})
+	}
+}
+
+// BenchmarkReadQuota: the cost, on every answer, of reading the rate-limit
+// fields of a few common shapes.
+func BenchmarkReadQuota(b *testing.B) {
+	now := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, bc := range []struct {
+		name string
+		hdr  map[string]string
+	}{
+		{"none", map[string]string{"Content-Type": "application/json"}},
+		{"ietf", map[string]string{
+			"RateLimit-Policy": `"day";q=1000000;w=86400, "burst";q=10;w=1`,
+			"RateLimit":        `"day";r=5000;t=3600, "burst";r=3;t=1`}},
+		{"x-ratelimit", map[string]string{
+			"X-RateLimit-Limit": "20", "X-RateLimit-Remaining": "7", "X-RateLimit-Reset": "2"}},
+	} {
+		h := http.Header{}
+		for k, v := range bc.hdr {
+			h.Set(k, v)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				readQuota(h, now)
 			}
 		})
 	}
