@@ -36,8 +36,9 @@
 // paused, at its concurrency cap, held by a policy — restarts its schedule
 // from the moment it could (no catch-up after idle). Hence starts never
 // exceed rate×W + 1 over a window W except for the bounded catch-up, and the
-// long-run rate equals the effective rate. Each delivery runs in its own
-// goroutine; at most Concurrency run per lane.
+// long-run rate equals the effective rate. Deliveries run on a pool of
+// worker goroutines that outlive one try (workers.go), so a blocking sink
+// holds up only its own try; at most Concurrency run per lane.
 //
 // When and how fast a lane may start is decided by its policies (package
 // policy), each a value behind one interface: the downstream's pushback
@@ -75,10 +76,12 @@
 //
 // # Lifecycle
 //
-// Run runs the scheduler until its context ends, then stops intake and
-// starts, waits up to Settings.ShutdownGrace for in-flight deliveries
-// (then cancels them: those jobs are dead-lettered as shutdown), and
-// dead-letters every queued job with ReasonShutdown. Apply reconfigures in
+// Run starts the shaper's background services as one list (services.go;
+// package service) and, once its context ends, stops them in reverse:
+// the scheduler, then intake, then in-flight deliveries, which get
+// Settings.ShutdownGrace (then are cancelled: those jobs are dead-lettered
+// as shutdown); every queued job is dead-lettered with ReasonShutdown,
+// the keeper saves, dead letters are flushed, sinks and queues close. Apply reconfigures in
 // place (see Apply). Dead letters are published by one goroutine (package
 // outbox), in order per downstream, outside every lock; a job is given up (a durable one
 // deleted) only once the DeadLetterer took its dead letter, and one it

@@ -24,7 +24,7 @@ func (s *Shaper) serviceList() []service.Service {
 		s.dl,
 	}
 	if s.keeper != nil {
-		list = append(list, &service.Loop{Run: func(ctx context.Context) { s.keeper.Run(ctx, s.keptLanes) }})
+		list = append(list, s.keeper)
 	}
 	return append(list,
 		&service.Funcs{StopFunc: s.dropQueued},

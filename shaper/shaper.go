@@ -105,7 +105,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 	if sh.log == nil {
 		sh.log = slog.New(slog.DiscardHandler)
 	}
-	sh.keeper = keep.New(deps.Rates, sh.log)
+	sh.keeper = keep.New(deps.Rates, sh.log, sh.keptLanes)
 	if sh.met == nil {
 		sh.met = NewMetrics(nil)
 	}

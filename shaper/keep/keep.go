@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/shaper/policy"
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // How often the Keeper saves, how long a store call may take, and how
@@ -60,18 +61,30 @@ type Read struct {
 type Keeper struct {
 	rates    Rates
 	log      *slog.Logger
+	lanes    func() []Lane
 	reqs     chan Lane // takeover reads
-	lastWarn time.Time // owned by Run
+	lastWarn time.Time // owned by the loop
+	loop     service.Loop
 }
 
-// New returns a Keeper of r that logs to log; nil for a nil r (nothing
-// is kept).
-func New(r Rates, log *slog.Logger) *Keeper {
+// New returns a Keeper of r that keeps the values of lanes() and logs to
+// log; nil for a nil r (nothing is kept).
+func New(r Rates, log *slog.Logger, lanes func() []Lane) *Keeper {
 	if r == nil {
 		return nil
 	}
-	return &Keeper{rates: r, log: log, reqs: make(chan Lane, maxTakeovers)}
+	k := &Keeper{rates: r, log: log, lanes: lanes, reqs: make(chan Lane, maxTakeovers)}
+	k.loop.Run = k.run
+	return k
 }
+
+// Start starts serving takeover reads and saving the due values every
+// Every.
+func (k *Keeper) Start(ctx context.Context) error { return k.loop.Start(ctx) }
+
+// Stop saves once more (within Timeout) and returns once the keeper's
+// goroutine has.
+func (k *Keeper) Stop() error { return k.loop.Stop() }
 
 // Ask asks Run to read l's kept value for a takeover, and reports whether
 // it will; false when the keeper is behind (the lane goes on at its
@@ -85,9 +98,10 @@ func (k *Keeper) Ask(l Lane) bool {
 	}
 }
 
-// Run serves takeover reads and saves the due values of lanes() every
+// run serves takeover reads and saves the due values of lanes() every
 // Every until ctx is done, then saves once more (within Timeout).
-func (k *Keeper) Run(ctx context.Context, lanes func() []Lane) {
+func (k *Keeper) run(ctx context.Context) {
+	lanes := k.lanes
 	tick := time.NewTicker(Every)
 	defer tick.Stop()
 	for {

@@ -79,7 +79,7 @@ func (l *fakeLane) Reloaded(v policy.Learned, ok bool, _ time.Time) {
 }
 
 func TestNewWithoutRates(t *testing.T) {
-	if k := New(nil, slog.New(slog.DiscardHandler)); k != nil {
+	if k := New(nil, slog.New(slog.DiscardHandler), nil); k != nil {
 		t.Fatalf("New(nil) = %v, want nil (nothing kept)", k)
 	}
 }
@@ -91,10 +91,10 @@ func TestKeeperSaves(t *testing.T) {
 		r := &memRates{kept: map[string]policy.Learned{}}
 		a := &fakeLane{name: "a", v: policy.Learned{Rate: 5}, due: true}
 		b := &fakeLane{name: "b", v: policy.Learned{Rate: 7}}
-		k := New(r, slog.New(slog.DiscardHandler))
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { k.Run(ctx, func() []Lane { return []Lane{a, b} }); close(done) }()
+		k := New(r, slog.New(slog.DiscardHandler), func() []Lane { return []Lane{a, b} })
+		if err := k.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 
 		time.Sleep(Every + time.Millisecond)
 		synctest.Wait()
@@ -107,8 +107,7 @@ func TestKeeperSaves(t *testing.T) {
 		b.mu.Lock()
 		b.due = true
 		b.mu.Unlock()
-		cancel()
-		<-done
+		_ = k.Stop()
 		if got := r.kept["b"].Rate; got != 7 {
 			t.Fatalf("after Run ended: kept b %v, want the final save of 7", got)
 		}
@@ -121,7 +120,7 @@ func TestKeeperTakeover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &memRates{kept: map[string]policy.Learned{"a": {Rate: 3}}}
 		a := &fakeLane{name: "a"}
-		k := New(r, slog.New(slog.DiscardHandler))
+		k := New(r, slog.New(slog.DiscardHandler), func() []Lane { return nil })
 		for i := range maxTakeovers {
 			if !k.Ask(a) {
 				t.Fatalf("Ask %d refused below maxTakeovers", i)
@@ -130,12 +129,11 @@ func TestKeeperTakeover(t *testing.T) {
 		if k.Ask(a) {
 			t.Fatal("Ask accepted past maxTakeovers; want false (the lane goes on unread)")
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { k.Run(ctx, func() []Lane { return nil }); close(done) }()
+		if err := k.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		synctest.Wait()
-		cancel()
-		<-done
+		_ = k.Stop()
 		if len(a.reloaded) != maxTakeovers || a.reloaded[0].Rate != 3 {
 			t.Fatalf("reloaded %d values (first %v), want %d of rate 3", len(a.reloaded), a.reloaded, maxTakeovers)
 		}
@@ -149,14 +147,13 @@ func TestKeeperStoreDown(t *testing.T) {
 		var logs bytes.Buffer
 		r := &memRates{kept: map[string]policy.Learned{}, fail: errors.New("store down")}
 		a := &fakeLane{name: "a", v: policy.Learned{Rate: 5}, due: true}
-		k := New(r, slog.New(slog.NewTextHandler(&logs, nil)))
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { k.Run(ctx, func() []Lane { return []Lane{a} }); close(done) }()
+		k := New(r, slog.New(slog.NewTextHandler(&logs, nil)), func() []Lane { return []Lane{a} })
+		if err := k.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		time.Sleep(10 * Every)
 		synctest.Wait()
-		cancel()
-		<-done
+		_ = k.Stop()
 		if n := strings.Count(logs.String(), "saving the learned rate failed"); n != 1 {
 			t.Fatalf("%d warnings in %s, want 1 (at most once a minute):\n%s", n, 10*Every, logs.String())
 		}
