@@ -12,7 +12,7 @@ import (
 
 // deliver runs one try of job on a delivery worker and books the outcome.
 func (l *lane) deliver(sink Sink, retry RetryPolicy, job *queue.Job, started time.Time) {
-	fb, err := sink.Deliver(l.s.deliveries.ctx, job)
+	fb, err := sink.Deliver(l.s.deliveries.Context(), job)
 	done := time.Now()
 	l.m.Duration.Observe(done.Sub(started).Seconds())
 	if l.finish(job, fb, err, retry, done) {
@@ -70,7 +70,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 // answer is what the policies book of a try's answer. Requires l.mu.
 func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 	a := policy.Answer{Try: policy.Try{Job: job}, Quota: fb.Quota, Inflight: l.inflight,
-		Cancelled: l.s.deliveries.ctx.Err() != nil, Err: err}
+		Cancelled: l.s.deliveries.Context().Err() != nil, Err: err}
 	a.Class, a.RetryAfter, a.Limited = policy.Classify(err)
 	return a
 }

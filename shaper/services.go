@@ -28,7 +28,7 @@ func (s *Shaper) serviceList() []service.Service {
 	}
 	return append(list,
 		&service.Funcs{StopFunc: s.dropQueued},
-		&s.deliveries,
+		s.deliveries,
 		&s.remote,
 		&service.Loop{Run: s.sched.Run},
 	)

@@ -13,6 +13,7 @@ import (
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/keep"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/pool"
 	"github.com/shaperd/shaper/shaper/service"
 	"github.com/shaperd/shaper/shaper/settings"
 	"github.com/shaperd/shaper/shaper/wake"
@@ -80,9 +81,9 @@ type Shaper struct {
 	// them; it stops them in reverse.
 	sched      *wake.Scheduler[*lane] // one goroutine and one timer for every lane
 	dl         *dlWorker
-	keeper     *keep.Keeper // nil without Deps.Rates
-	deliveries workers      // runs the tries (workers.go)
-	remote     remote       // remote admission decisions in flight (remote_async.go)
+	keeper     *keep.Keeper         // nil without Deps.Rates
+	deliveries *pool.Pool[delivery] // runs the tries (workers.go)
+	remote     remote               // remote admission decisions in flight (remote_async.go)
 	services   service.List
 
 	closing atomic.Bool
@@ -115,7 +116,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 		}
 	}
 	sh.dl = newDLWorker(sh)
-	sh.deliveries.init(sh.graceNow, sh.log)
+	sh.deliveries = pool.New(runDelivery, sh.graceNow, sh.log)
 	sh.remote.init(sh, sh.graceNow)
 	if err := sh.Apply(s); err != nil {
 		_ = sh.deliveries.Stop()
