@@ -129,12 +129,14 @@ func (p *Pool[T]) Stop() error {
 	return nil
 }
 
-// work runs t, then each task handed to w, until w is retired or stopped.
+// work runs t, then each task handed to w, until w is retired or
+// stopped. While idle it holds no task: the loop variable is overwritten
+// only by the next receive, so the last task stays reachable until then;
+// a task is a small value (the shaper's holds pointers to the lane and
+// job, which outlive it anyway).
 func (p *Pool[T]) work(w *worker[T], t T) {
-	var zero T
 	for ok := true; ok; t, ok = <-w.c {
 		p.run(t)
-		t = zero // hold nothing while idle
 		p.inflight.Done()
 		if !p.park(w) {
 			return
