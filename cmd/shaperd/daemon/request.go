@@ -66,7 +66,7 @@ func parseJob(now time.Time, lim intakeLimits, subject string, hdr http.Header, 
 	// dead-letter routing, and the payload for the dead letter.
 	stub := &queue.Job{Downstream: downstream, Payload: data}
 	if len(data) > lim.maxPayload {
-		return stub, "", &rejection{reason: shaper.ReasonPayloadTooLarge, err: fmt.Errorf("payload is %d bytes; ingress.max_payload allows at most %d", len(data), lim.maxPayload)}
+		return stub, "", &rejection{reason: shaper.ReasonPayloadTooLarge, err: fmt.Errorf("payload of %d bytes for downstream %s is over ingress.max_payload of %d bytes; send a smaller payload", len(data), downstream, lim.maxPayload)}
 	}
 	key, err := headerValue(hdr, lim.keyHeader, maxKeyBytes)
 	if err != nil {
