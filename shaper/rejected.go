@@ -34,7 +34,7 @@ const maxNamedDownstreams = 10
 
 // unknownDownstream is the error for a job naming no configured
 // downstream: it names the configured ones (at most
-// maxNamedDownstreams, then where the rest are listed).
+// maxNamedDownstreams, then how many more there are).
 func (s *Shaper) unknownDownstream(name string) error {
 	s.mu.RLock()
 	names := make([]string, 0, len(s.active))
@@ -47,7 +47,7 @@ func (s *Shaper) unknownDownstream(name string) error {
 	case len(names) == 0:
 		return fmt.Errorf("no downstream named %q (none are configured)", name)
 	case len(names) > maxNamedDownstreams:
-		return fmt.Errorf("no downstream named %q (configured: %s and %d more; GET /v1/downstreams lists them)",
+		return fmt.Errorf("no downstream named %q (configured: %s and %d more)",
 			name, strings.Join(names[:maxNamedDownstreams], ", "), len(names)-maxNamedDownstreams)
 	}
 	return fmt.Errorf("no downstream named %q (configured: %s)", name, strings.Join(names, ", "))
