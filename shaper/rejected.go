@@ -45,12 +45,12 @@ func (s *Shaper) unknownDownstream(name string) error {
 	slices.Sort(names)
 	switch {
 	case len(names) == 0:
-		return fmt.Errorf("no downstream named %q (none are configured)", name)
+		return plainf(ErrUnknownDownstream, "no downstream named %q (none are configured)", name)
 	case len(names) > maxNamedDownstreams:
-		return fmt.Errorf("no downstream named %q (configured: %s and %d more)",
+		return plainf(ErrUnknownDownstream, "no downstream named %q (configured: %s and %d more)",
 			name, strings.Join(names[:maxNamedDownstreams], ", "), len(names)-maxNamedDownstreams)
 	}
-	return fmt.Errorf("no downstream named %q (configured: %s)", name, strings.Join(names, ", "))
+	return plainf(ErrUnknownDownstream, "no downstream named %q (configured: %s)", name, strings.Join(names, ", "))
 }
 
 // rateLimited is the error for a job its key's admission rate refused.

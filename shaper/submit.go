@@ -20,8 +20,6 @@ const sweepEvery = time.Minute
 // capacity): long enough for a NATS reconnect or leader election.
 const retryUnavailable = time.Second
 
-var errShuttingDown = errors.New("shaper is shutting down")
-
 // SubmitFunc offers job to its lane at the current time and calls done
 // exactly once with the receipt; it never holds up the caller on a lane
 // lock held across I/O. Every submission takes one path, whatever the
