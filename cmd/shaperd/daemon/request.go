@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -113,9 +112,6 @@ func headerValue(hdr http.Header, name string, limit int) (string, error) {
 	}
 	return v, nil
 }
-
-// errMaxWait says what a valid Shaper-Max-Wait looks like.
-var errMaxWait = errors.New("write a positive Go duration of at most 168h, e.g. 30s or 5m")
 
 // parseMaxWait parses Shaper-Max-Wait: empty means absent; zero, negative,
 // unparsable or above 7 days is an error.
