@@ -43,16 +43,6 @@ const (
 	MaxWindow = 366 * 24 * time.Hour
 )
 
-// ErrCostTooLarge is returned when a cost can never be admitted because it
-// exceeds the burst (token bucket, GCRA) or the limit (windows).
-var ErrCostTooLarge = errors.New("limiter: cost exceeds capacity")
-
-// ErrInvalidCost is returned for a cost below 1.
-var ErrInvalidCost = errors.New("limiter: cost must be at least 1")
-
-// ErrInvalidConfig is wrapped by every Config validation error.
-var ErrInvalidConfig = errors.New("limiter: invalid config")
-
 // Config describes one limit. Token bucket and GCRA use Rate and Burst;
 // the window modes use Limit and Window; fields a mode does not use are
 // ignored. MaxKeys bounds the number of live keys in a Keyed limiter (0 means

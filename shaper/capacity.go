@@ -28,7 +28,7 @@ func (l *lane) checkCapacity(now time.Time, job *queue.Job, rc Receipt) (Receipt
 	}
 	n := l.level(now)
 	return l.s.reject(l, rc, ReasonQueueFull, l.levelFreesIn(now, n+c-l.q.Cap()),
-		fmt.Errorf("queue %s is full (%d/%d)", l.name, n, l.q.Cap())), false
+		fmt.Errorf("queue %s is full (%d/%d); retry later or raise queue.capacity", l.name, n, l.q.Cap())), false
 }
 
 // checkBytes refuses a job whose payload does not fit the queue's byte
@@ -45,7 +45,7 @@ func (l *lane) checkBytes(now time.Time, job *queue.Job, rc Receipt) (Receipt, b
 		return rc, true
 	}
 	return l.s.reject(l, rc, ReasonQueueFull, l.slotFreesIn(now),
-		fmt.Errorf("queue %s holds %d bytes of its queue.max_bytes %d: a job of %d bytes does not fit",
+		fmt.Errorf("queue %s holds %d of its queue.max_bytes of %d bytes, so a job of %d bytes does not fit; retry later or raise queue.max_bytes",
 			l.name, mem.Bytes(), l.cfg.MaxBytes, n)), false
 }
 
@@ -62,7 +62,7 @@ func (l *lane) checkKeyShare(now time.Time, job *queue.Job, rc Receipt) (Receipt
 		return rc, true
 	}
 	return l.s.reject(l, rc, ReasonQueueFull, l.freesIn(now, sh.Ahead+1),
-		fmt.Errorf("key holds its share of queue %s (%d/%d)", l.name, sh.Held, sh.Limit)), false
+		fmt.Errorf("key %q holds its share of queue %s (%d/%d); retry later", job.Key, l.name, sh.Held, sh.Limit)), false
 }
 
 // level is how full the bucket is at now: the queued jobs plus the job

@@ -2,7 +2,6 @@ package shaper
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/shaperd/shaper/queue"
@@ -91,9 +90,6 @@ type DeadLetter struct {
 type DeadLetterer interface {
 	DeadLetter(ctx context.Context, dl DeadLetter) error
 }
-
-// ErrUnknownDownstream is returned by lane operations on a name that is not configured.
-var ErrUnknownDownstream = errors.New("shaper: unknown downstream")
 
 // The configuration (package settings) by the names the shaper's users
 // know.

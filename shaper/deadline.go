@@ -51,5 +51,6 @@ func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt
 		return rc, true
 	}
 	return l.s.reject(l, rc, ReasonWouldExpire, late,
-		fmt.Errorf("job would start in %s, past its max wait %s", start.Sub(now).Round(time.Millisecond), wait)), false
+		fmt.Errorf("queue %s would start the job in %s, past its max wait of %s; retry later or send a longer Shaper-Max-Wait",
+			l.name, start.Sub(now).Round(time.Millisecond), wait)), false
 }

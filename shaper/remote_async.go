@@ -92,5 +92,6 @@ func (s *Shaper) rejectBusy(l *lane, job *queue.Job) Receipt {
 		return s.reject(l, rc, ReasonUnavailable, 0, errShuttingDown)
 	}
 	return s.reject(l, rc, ReasonUnavailable, busyRetryAfter,
-		fmt.Errorf("%d admission decisions already waiting on the admission store", maxRemoteDecisions))
+		fmt.Errorf("downstream %s's admission store already has %d decisions waiting, so the job was not taken; retry in %s",
+			l.name, maxRemoteDecisions, busyRetryAfter))
 }

@@ -2,17 +2,11 @@ package shaper
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/shaperd/shaper/queue"
 )
-
-// ErrBusy is wrapped by the Err of a Replay receipt when the lane had a
-// live job waiting, or no free slot, at that moment: nothing was offered
-// or counted, and RetryAfter says when to ask again.
-var ErrBusy = errors.New("shaper: lane busy with live jobs")
 
 // minReplayWait is the shortest RetryAfter of a busy answer, so that a
 // caller that waits it out does not spin on a very fast lane.

@@ -1,7 +1,6 @@
 package shaper
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -13,10 +12,6 @@ import (
 // resumed or timed) and overrides of a lane's configured rate, concurrency
 // and capacity. The daemon shares them between instances; the shaper only
 // holds them.
-
-// ErrInvalidOverride is returned (wrapped, with what is wrong) by
-// SetOverride for values the lane cannot run with.
-var ErrInvalidOverride = errors.New("shaper: override not valid")
 
 // Override is what an operator set over a lane's configured values
 // (settings.Override).

@@ -49,10 +49,6 @@ type Deps struct {
 	Rates Rates
 }
 
-// ErrClosed is returned by Apply, and Run, once Run has returned or begun to
-// shut down.
-var ErrClosed = errors.New("shaper: closed")
-
 // Shaper paces jobs from bounded per-downstream queues into their sinks.
 // Create it with New, start it with Run; Submit, SubmitAt, Pause, Resume,
 // Lanes and Apply are safe for concurrent use from any goroutine, before and

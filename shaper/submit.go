@@ -20,8 +20,6 @@ const sweepEvery = time.Minute
 // capacity): long enough for a NATS reconnect or leader election.
 const retryUnavailable = time.Second
 
-var errShuttingDown = errors.New("shaper is shutting down")
-
 // SubmitFunc offers job to its lane at the current time and calls done
 // exactly once with the receipt; it never holds up the caller on a lane
 // lock held across I/O. Every submission takes one path, whatever the
@@ -110,7 +108,7 @@ func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job) submission {
 	default:
 		s.met.Received(unknownLabel)
 		return submission{rc: s.reject(nil, rc, ReasonUnknownDownstream, 0,
-			fmt.Errorf("no downstream named %q", job.Downstream))}
+			s.unknownDownstream(job.Downstream))}
 	}
 }
 
@@ -276,14 +274,14 @@ func (l *lane) admitted(job *queue.Job, rc Receipt, dec decision) (Receipt, bool
 	d, err := dec.Decision, dec.err
 	switch {
 	case errors.Is(err, admission.ErrUnavailable):
-		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable, err), false
+		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable, plainf(err, "the admission store of downstream %s did not answer, so the job was not taken; retry in %s", l.name, retryUnavailable)), false
 	case errors.Is(err, limiter.ErrCostTooLarge):
-		return l.s.reject(l, rc, ReasonBadRequest, 0, fmt.Errorf("job cost %d can never be admitted: %w", job.Cost, err)), false
+		return l.s.reject(l, rc, ReasonBadRequest, 0, plainf(err, "job cost %d is more than downstream %s's admission limit can ever admit; send a lower Shaper-Cost", job.Cost, l.name)), false
 	case err != nil:
-		return l.s.reject(l, rc, ReasonBadRequest, 0, err), false
+		return l.s.reject(l, rc, ReasonBadRequest, 0, plainf(err, "job cost %d is not valid for downstream %s's admission limit; send a Shaper-Cost of 1 or more", job.Cost, l.name)), false
 	case !d.Allowed:
 		return l.s.reject(l, rc, ReasonRateLimited, d.RetryAfter,
-			fmt.Errorf("rate limited: retry in %s", d.RetryAfter)), false
+			rateLimited(l.name, job.Key, d.RetryAfter)), false
 	}
 	return rc, true
 }
@@ -313,18 +311,18 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 		return rc
 	case errors.Is(err, queue.ErrMaxBytes):
 		return l.s.reject(l, rc, ReasonQueueFull, l.fullFreesIn(now),
-			fmt.Errorf("queue %s is at its queue.max_bytes: %w", l.name, queue.ErrMaxBytes))
+			plainf(err, "queue %s is at its queue.max_bytes of %d bytes, so a job of %d bytes does not fit; retry later or raise queue.max_bytes", l.name, l.cfg.MaxBytes, len(job.Payload)))
 	case errors.Is(err, queue.ErrNoSpace):
 		return l.outOfSpace(now, rc, err)
 	case errors.Is(err, queue.ErrKeyFull):
 		return l.s.reject(l, rc, ReasonQueueFull, l.fullFreesIn(now),
-			fmt.Errorf("key %q holds its queue.key_capacity (%d jobs) of queue %s: %w", job.Key, l.cfg.KeyCapacity, l.name, queue.ErrKeyFull))
+			plainf(err, "key %q holds its queue.key_capacity of %d in queue %s; retry later", job.Key, l.cfg.KeyCapacity, l.name))
 	case errors.Is(err, queue.ErrFull):
 		return l.s.reject(l, rc, ReasonQueueFull, l.fullFreesIn(now),
-			fmt.Errorf("queue %s is full (%d/%d): %w", l.name, l.q.Cap(), l.q.Cap(), err))
+			plainf(err, "queue %s is full (%d/%d); retry later or raise queue.capacity", l.name, l.q.Cap(), l.q.Cap()))
 	case err != nil:
 		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable,
-			fmt.Errorf("queue %s: job not stored: %w", l.name, err))
+			plainf(err, "queue %s could not store the job, so it was not taken; retry in %s", l.name, retryUnavailable))
 	}
 	l.spaceAgain()
 	l.c.accepted++

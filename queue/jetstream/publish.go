@@ -3,7 +3,6 @@ package jetstream
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -30,15 +29,6 @@ const (
 	// times, as nats.go's async publisher does.
 	noResponderTries = 2
 	noResponderWait  = 250 * time.Millisecond
-)
-
-// Errors of a store that got no PubAck.
-var (
-	// errAckTimeout: the store sent no PubAck within ackTimeout. The job
-	// may have been stored.
-	errAckTimeout = errors.New("jetstream: the store's acknowledgement did not come in time")
-	// errStalled: MaxPending stores awaited their PubAck for stallWait.
-	errStalled = errors.New("jetstream: too many stores await their acknowledgement")
 )
 
 // publisher sends the intake's stores of every queue of a Store and

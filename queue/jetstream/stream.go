@@ -11,10 +11,6 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 )
 
-// ErrIncompatible reports an existing stream or consumer whose settings the
-// queue cannot use; it is never changed automatically.
-var ErrIncompatible = errors.New("jetstream: existing stream is incompatible")
-
 // bounds are what a queue's stream is bounded by.
 type bounds struct {
 	capacity int   // max_msgs

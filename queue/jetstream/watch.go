@@ -3,7 +3,6 @@ package jetstream
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -15,10 +14,6 @@ import (
 // watchEvery is how often the watch of the records stream expires records,
 // notices a reconnection, and checks a catch-up.
 const watchEvery = 250 * time.Millisecond
-
-// ErrRecordsLoading reports that the dedupe records are not all in memory
-// yet (start-up, or after a reconnection to NATS).
-var ErrRecordsLoading = errors.New("jetstream: dedupe records not loaded yet")
 
 // startRecords ensures the records stream and starts its watch, once: an
 // ordered consumer that delivers every record in the stream (those of the

@@ -1,7 +1,6 @@
 package admission
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -35,10 +34,6 @@ type Admitter interface {
 	// store's timeout): the caller must then not hold a lock across it.
 	Blocks() bool
 }
-
-// ErrUnavailable is wrapped by an Admitter's error when its store could not
-// decide (fail closed): the job is rejected as unavailable.
-var ErrUnavailable = errors.New("admission: store unavailable")
 
 // Store says where a rule's per-key state lives (the config's
 // admission.store and its policies). The zero value is this process's

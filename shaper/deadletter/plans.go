@@ -38,13 +38,6 @@ type Plans interface {
 	remove(ctx context.Context, p replayPlan) error
 }
 
-// errTakenOver is save's answer when the stored plan is no longer the
-// caller's.
-var errTakenOver = errors.New("replay plan replaced by a newer request or another instance")
-
-// errNoJetStream is wrapped when NATS has no JetStream for the plans.
-var errNoJetStream = errors.New("replay needs JetStream, and the NATS server has none (dead letters are only published)")
-
 // KVPlans are Plans in a NATS KV bucket (key = downstream), created on
 // the first replay. Create them with NewKVPlans; safe for concurrent use.
 type KVPlans struct {
@@ -99,7 +92,7 @@ func (k *KVPlans) open(ctx context.Context, create bool) (natsjs.KeyValue, error
 	}
 	if err != nil {
 		if noJetStream(err) {
-			err = fmt.Errorf("%w: %w", errNoJetStream, err)
+			err = fmt.Errorf("%w: %w", ErrNoJetStream, err)
 		}
 		return nil, fmt.Errorf("replay bucket %s: %w", k.cfg.Bucket, err)
 	}

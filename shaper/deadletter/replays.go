@@ -46,13 +46,6 @@ type ReplayRequest struct {
 	Limit  int     // at most this many; 0 = all
 }
 
-// ErrNotStarted answers a replay asked for before the daemon runs.
-var ErrNotStarted = errors.New("the daemon is starting; try again in a moment")
-
-// ErrNoStore answers the dead-letter routes when the NATS server has no
-// JetStream: dead letters are published to their subjects, not stored.
-var ErrNoStore = errors.New("the NATS server has no JetStream: dead letters are only published to their subjects, not stored")
-
 // Replays owns the paced replayers: at most one per downstream, each a
 // goroutine with its own context, all ended and waited for by Stop. A replay's plan is kept in its Plans as it goes, so the
 // next start resumes it. Create it with NewReplays; its methods are safe
@@ -132,7 +125,7 @@ func (r *Replays) resume(ctx context.Context, deps *ReplayDeps) {
 			}
 			return
 		}
-		if errors.Is(err, errNoJetStream) {
+		if errors.Is(err, ErrNoJetStream) {
 			r.log.Debug("no replays to resume: NATS has no JetStream", "error", err.Error())
 			return
 		}

@@ -22,19 +22,6 @@ import (
 // Shaper-Downstream, Shaper-Attempt). Core subscribers on the subject still
 // receive every dead letter.
 
-// ErrNotFound is returned for a downstream or sequence the store does
-// not hold.
-var ErrNotFound = errors.New("deadletter: dead letter not found")
-
-// ErrNoJetStream is reported by Store.Ensure when the NATS server (or
-// the account) has no JetStream: dead letters are then only published.
-var ErrNoJetStream = errors.New("deadletter: the NATS server has no JetStream")
-
-// ErrIncompatible is reported by Store.Ensure for an existing stream of a
-// dead-letter stream's name whose retention, storage, replicas or discard
-// policy the store cannot use; such a stream is never changed.
-var ErrIncompatible = errors.New("deadletter: incompatible stream")
-
 // StoreSettings place the dead-letter streams; zero fields take the
 // defaults.
 type StoreSettings struct {

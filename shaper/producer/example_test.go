@@ -85,7 +85,7 @@ func ExampleRejectedError() {
 	}
 	// Output:
 	// true true
-	// reason unknown_downstream, retry after 0s: no downstream named "scanner"
+	// reason unknown_downstream, retry after 0s: no downstream named "scanner" (configured: printer)
 }
 
 // exampleShaperd starts a daemon with the given downstream blocks for an

@@ -9,13 +9,14 @@ import (
 
 	"github.com/shaperd/shaper/cmd/shaperd/admin/api"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/deadletter"
 )
 
 // DeadLetters is what the dead-letter routes read and control (docs/dead-letters.md): the daemon's dead-letter store and its paced
 // replayers. Its methods are called from HTTP handlers concurrently, with
 // the request's context. An unknown downstream is an error wrapping
 // shaper.ErrUnknownDownstream and an unknown seq one wrapping
-// ErrDeadNotFound (both answered 404); any other error is answered 503
+// deadletter.ErrNotFound (both answered 404); any other error is answered 503
 // with its text (the store is unreachable, or NATS has no JetStream).
 type DeadLetters interface {
 	// List returns downstream's dead letters matching q, oldest first, at
@@ -33,10 +34,6 @@ type DeadLetters interface {
 	// r.Limit.
 	Replay(ctx context.Context, downstream string, r ReplayRequest) (int, error)
 }
-
-// ErrDeadNotFound is wrapped by a DeadLetters error for a seq its
-// downstream's store does not hold.
-var ErrDeadNotFound = errors.New("admin: no such dead letter")
 
 // DeadQuery selects dead letters for List.
 type DeadQuery struct {
@@ -172,7 +169,7 @@ func (h *handlers) withDead(w http.ResponseWriter, r *http.Request, op func(Dead
 	case errors.Is(err, shaper.ErrUnknownDownstream):
 		writeJSON(w, http.StatusNotFound, api.Error{
 			Error: fmt.Sprintf("no downstream named %q; GET /v1/downstreams lists them", name)})
-	case errors.Is(err, ErrDeadNotFound):
+	case errors.Is(err, deadletter.ErrNotFound):
 		writeJSON(w, http.StatusNotFound, api.Error{
 			Error: fmt.Sprintf("downstream %q holds no dead letter %s; GET /v1/downstreams/%s/dead lists them",
 				name, r.PathValue("seq"), name)})

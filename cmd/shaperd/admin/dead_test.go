@@ -17,6 +17,7 @@ import (
 
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/deadletter"
 )
 
 // fakeDead stands in for the daemon's dead-letter store and replayers:
@@ -69,7 +70,7 @@ func (f *fakeDead) Get(_ context.Context, name string, seq uint64) (DeadLetterDe
 			return d, nil
 		}
 	}
-	return DeadLetterDetail{}, fmt.Errorf("seq %d: %w", seq, ErrDeadNotFound)
+	return DeadLetterDetail{}, fmt.Errorf("seq %d: %w", seq, deadletter.ErrNotFound)
 }
 
 func (f *fakeDead) Delete(_ context.Context, name string, seq uint64) error {
@@ -84,7 +85,7 @@ func (f *fakeDead) Delete(_ context.Context, name string, seq uint64) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("seq %d: %w", seq, ErrDeadNotFound)
+	return fmt.Errorf("seq %d: %w", seq, deadletter.ErrNotFound)
 }
 
 func (f *fakeDead) Purge(_ context.Context, name string) error {

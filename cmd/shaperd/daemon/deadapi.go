@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,7 +28,7 @@ func (a deadAPI) store(downstream string) (*deadletter.Store, error) {
 	st := w.deadStore
 	switch {
 	case st == nil && w.deadPublishOnly:
-		return nil, deadletter.ErrNoStore
+		return nil, deadletter.ErrNoJetStream
 	case st == nil:
 		return nil, deadletter.ErrNotStarted
 	}
@@ -88,11 +87,7 @@ func (a deadAPI) Replay(ctx context.Context, downstream string, r admin.ReplayRe
 	if _, err := a.store(downstream); err != nil {
 		return 0, err
 	}
-	n, err := a.d.replays.Replace(ctx, downstream, deadletter.ReplayRequest{Rate: r.Rate, Reason: r.Reason, Limit: r.Limit})
-	if errors.Is(err, deadletter.ErrNotFound) {
-		err = fmt.Errorf("%w: %w", admin.ErrDeadNotFound, err)
-	}
-	return n, err
+	return a.d.replays.Replace(ctx, downstream, deadletter.ReplayRequest{Rate: r.Rate, Reason: r.Reason, Limit: r.Limit})
 }
 
 // deadView is a stored dead letter as the admin API lists it, read from
@@ -110,11 +105,8 @@ func deadView(dl deadletter.Stored) admin.DeadLetter {
 	}
 }
 
-// deadError maps the store's errors onto the admin API's, and says so
-// when the cause is a NATS server without JetStream.
+// deadError says so when the cause of the store's error is a NATS server
+// without JetStream; the admin API answers deadletter.ErrNotFound with 404.
 func deadError(err error) error {
-	if errors.Is(err, deadletter.ErrNotFound) {
-		return fmt.Errorf("%w: %w", admin.ErrDeadNotFound, err)
-	}
 	return deadletter.StoreError(err)
 }

@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +36,7 @@ type intake struct {
 	dead     *deadletter.Rejected                                 // stores rejected plain publishes' dead letters
 	nc       *nats.Conn
 	log      *slog.Logger
+	lastWarn atomic.Int64 // unix nanoseconds of logCause's last warning
 	newJobID func() string
 }
 
@@ -90,7 +93,8 @@ func (in *intake) claim(now time.Time, msg *nats.Msg, job *queue.Job, msgID stri
 		in.answerCopy(msg, job, shaper.Receipt{Accepted: true, JobID: jobID, Downstream: job.Downstream})
 	case dedupe.Busy:
 		in.reject(msg, job, &rejection{reason: shaper.ReasonUnavailable, retryAfter: maxWaitingRetry,
-			err: fmt.Errorf("%d copies of message ids are already waiting for their first copy's answer", dedupe.MaxWaiting)})
+			err: fmt.Errorf("%d copies of message ids are already waiting for their first copy's answer, so this one was not taken; retry in %s",
+				dedupe.MaxWaiting, maxWaitingRetry)})
 	}
 	return c == dedupe.First
 }
@@ -138,6 +142,7 @@ func (in *intake) reject(msg *nats.Msg, job *queue.Job, rej *rejection) {
 // its rejections are only counted): stored, bounded, like any
 // dead letter, by a worker that never makes intake wait.
 func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Reason, retryAfter time.Duration, err error) {
+	in.logCause(job, reason, err)
 	if msg.Reply != "" {
 		in.respond(msg, rejectedReply(msg.Reply, reason, retryAfter, err))
 		return
@@ -161,4 +166,31 @@ func (in *intake) respond(msg *nats.Msg, reply *nats.Msg) {
 		in.metrics.intakeReplyFailures.Inc()
 		in.log.Warn("reply to producer failed", "err", err)
 	}
+}
+
+// causeWarnEvery spaces logCause's warnings about a failing store.
+const causeWarnEvery = 10 * time.Second
+
+// logCause logs what is behind a rejection's plain sentence (err): the
+// cause it wraps, a store's raw answer, which the producer is not shown.
+// A store that failed (unavailable) is a warning, at most one per
+// causeWarnEvery; any other cause is debug detail.
+func (in *intake) logCause(job *queue.Job, reason shaper.Reason, err error) {
+	cause := errors.Unwrap(err)
+	if cause == nil {
+		return
+	}
+	args := []any{"downstream", job.Downstream, "reason", string(reason), "error", err.Error(), "cause", cause.Error()}
+	if reason == shaper.ReasonUnavailable && in.warnDue(time.Now()) {
+		in.log.Warn("job rejected: the store failed", args...)
+		return
+	}
+	in.log.Debug("job rejected", args...)
+}
+
+// warnDue reports whether a warning may be logged at now, and if so
+// claims it.
+func (in *intake) warnDue(now time.Time) bool {
+	last := in.lastWarn.Load()
+	return now.UnixNano()-last >= int64(causeWarnEvery) && in.lastWarn.CompareAndSwap(last, now.UnixNano())
 }

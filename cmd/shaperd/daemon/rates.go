@@ -30,10 +30,6 @@ type kvRates struct {
 	lastTry time.Time
 }
 
-// errRatesNotReady is returned while the bucket could not be found or
-// created within the last second.
-var errRatesNotReady = errors.New("rates bucket not ready; retrying")
-
 // keptValue is a kept value as stored.
 type keptValue struct {
 	Rate          float64   `json:"rate"`
@@ -60,7 +56,7 @@ func (r *kvRates) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	now := time.Now()
 	if now.Sub(r.lastTry) < time.Second {
-		return nil, errRatesNotReady
+		return nil, fmt.Errorf("rates %w; retrying", errBucketNotReady)
 	}
 	r.lastTry = now
 	kv, err := findOrCreateKV(ctx, r.js, r.cfg)

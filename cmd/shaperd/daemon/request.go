@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -66,7 +65,7 @@ func parseJob(now time.Time, lim intakeLimits, subject string, hdr http.Header, 
 	// dead-letter routing, and the payload for the dead letter.
 	stub := &queue.Job{Downstream: downstream, Payload: data}
 	if len(data) > lim.maxPayload {
-		return stub, "", &rejection{reason: shaper.ReasonPayloadTooLarge, err: fmt.Errorf("payload is %d bytes; ingress.max_payload allows at most %d", len(data), lim.maxPayload)}
+		return stub, "", &rejection{reason: shaper.ReasonPayloadTooLarge, err: fmt.Errorf("payload of %d bytes for downstream %s is over ingress.max_payload of %d bytes; send a smaller payload", len(data), downstream, lim.maxPayload)}
 	}
 	key, err := headerValue(hdr, lim.keyHeader, maxKeyBytes)
 	if err != nil {
@@ -113,9 +112,6 @@ func headerValue(hdr http.Header, name string, limit int) (string, error) {
 	}
 	return v, nil
 }
-
-// errMaxWait says what a valid Shaper-Max-Wait looks like.
-var errMaxWait = errors.New("write a positive Go duration of at most 168h, e.g. 30s or 5m")
 
 // parseMaxWait parses Shaper-Max-Wait: empty means absent; zero, negative,
 // unparsable or above 7 days is an error.

@@ -31,9 +31,6 @@ type kvRuntime struct {
 	kv jetstream.KeyValue
 }
 
-// errNoStore is kvRuntime's answer while its bucket is not reachable.
-var errNoStore = errors.New("runtime bucket not ready")
-
 // retryRuntime is how long Watch waits before finding the bucket again
 // after a failure.
 const retryRuntime = 2 * time.Second
@@ -56,14 +53,11 @@ func (r *kvRuntime) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	}
 	kv, err := findOrCreateKV(ctx, r.js, r.cfg)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", errNoStore, r.cfg.Bucket, err)
+		return nil, fmt.Errorf("runtime %w: %s: %w", errBucketNotReady, r.cfg.Bucket, err)
 	}
 	r.kv = kv
 	return kv, nil
 }
-
-// errNotConnected is Put's answer while the NATS connection is down.
-var errNotConnected = errors.New("NATS not connected")
 
 // Put keeps downstream's state. While the connection is down it refuses
 // at once: a put made then would wait in the client's reconnect buffer and

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -76,6 +75,3 @@ func parseSchedule(now time.Time, hdr http.Header) (scheduleHeaders, error) {
 	}
 	return s, nil
 }
-
-// errBothDelays refuses a job that names its instant twice.
-var errBothDelays = errors.New("headers " + hdrDelay + " and " + hdrNotBefore + " are both given: send one")
