@@ -42,12 +42,6 @@ func (m *Maintenance) Configure(ws []Window) {
 	m.spans, m.from, m.to = nil, time.Time{}, time.Time{}
 }
 
-// Started does nothing.
-func (m *Maintenance) Started(time.Time, Try) {}
-
-// Finished does nothing.
-func (m *Maintenance) Finished(time.Time, Answer) {}
-
 // Gate answers NotBefore the end of the window now is in; outside one, the
 // end of the last window seen (a floor in the past).
 func (m *Maintenance) Gate(now time.Time, _ int) Gate {
@@ -68,6 +62,18 @@ func (m *Maintenance) Quiet(last time.Time) bool {
 
 // Active reports whether the last Gate was inside a window.
 func (m *Maintenance) Active() bool { return m.active }
+
+// Mark is MarkMaintenance and MarkIdle while the last Gate was inside a
+// window.
+func (m *Maintenance) Mark() Mark {
+	if m.active {
+		return MarkMaintenance | MarkIdle
+	}
+	return 0
+}
+
+// Describe shows the window now is in, or the next one.
+func (m *Maintenance) Describe(now time.Time, v *View) { v.Window, v.HasWindow = m.Next(now) }
 
 // Current is the span now is in, if any.
 func (m *Maintenance) Current(now time.Time) (Span, bool) {
@@ -125,6 +131,12 @@ func (m *Maintenance) Shift(t time.Time, d time.Duration) time.Time {
 		}
 	}
 	return t.Add(d)
+}
+
+// Forecast is Shift: a start span ahead of at is held over every window
+// on the way.
+func (m *Maintenance) Forecast(at time.Time, span time.Duration) (time.Time, bool) {
+	return m.Shift(at, span), true
 }
 
 // between returns the merged spans that meet [from, to), sorted.
