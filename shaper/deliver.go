@@ -38,15 +38,8 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	}
 	a := l.answer(job, fb, err)
 	var buf [4]policy.Event
-	var pausedUntil time.Time // a pushback's pause ends then
-	probeFailed := false      // the breaker's probe failed: it reopened
-	for _, ev := range l.policies.Finished(now, a, buf[:0]) {
-		switch ev.Kind {
-		case policy.PushbackPaused:
-			pausedUntil = ev.At
-		case policy.BreakerProbeFailed:
-			probeFailed = true
-		}
+	evs := l.policies.Finished(now, a, buf[:0])
+	for _, ev := range evs {
 		l.report(ev, a)
 	}
 	g := l.gate(now) // a rate the answer changed applies from here
@@ -63,10 +56,10 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	case a.Cancelled:
 		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())
 	case a.Class == policy.PushedBack:
-		l.onPushback(job, err, pausedUntil, now)
+		l.onPushback(job, err, evs.At(policy.PushbackPaused), now)
 	case a.Class == policy.Refused:
 		l.fail(job, err)
-	case probeFailed:
+	case evs.Has(policy.BreakerProbeFailed): // the probe failed: the breaker reopened
 		l.onProbeFailed(job, now)
 	default:
 		l.onError(job, err, retry, now)

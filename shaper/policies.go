@@ -55,6 +55,14 @@ func (l *lane) nextStartAt(now time.Time) time.Time {
 	return later(l.sched.next, l.gate(now).NotBefore)
 }
 
+// scheduled reports whether the lane's policies let a start be scheduled
+// at all as of now: false while one holds the lane until someone resumes
+// it (the admin API's pause), when nothing can be predicted. Requires l.mu.
+func (l *lane) scheduled(now time.Time) bool {
+	_, ok := l.policies.Forecast(now, 0)
+	return ok
+}
+
 // setRate makes rate an adaptive lane's effective rate, as if its
 // controller had learned it; it applies to queued jobs. Requires l.mu.
 func (l *lane) setRate(rate float64) {

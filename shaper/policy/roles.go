@@ -93,6 +93,30 @@ type Event struct {
 	Hold bool
 }
 
+// Events are what a Set's Finishers decided on one answer.
+type Events []Event
+
+// Has reports whether one of evs is of kind k.
+func (evs Events) Has(k EventKind) bool {
+	for _, ev := range evs {
+		if ev.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// At is the At of the last of evs of kind k; zero = none.
+func (evs Events) At(k EventKind) time.Time {
+	var at time.Time
+	for _, ev := range evs {
+		if ev.Kind == k {
+			at = ev.At
+		}
+	}
+	return at
+}
+
 // EventKind is what an Event reports.
 type EventKind uint8
 
@@ -181,7 +205,7 @@ func (s *Set) Started(now time.Time, t Try) {
 // Finished books an answer received at now with every Finisher, in order,
 // and appends to evs what they decided: an Event that asks for a pause
 // goes to the Holders first, and is appended only when one of them paused.
-func (s *Set) Finished(now time.Time, a Answer, evs []Event) []Event {
+func (s *Set) Finished(now time.Time, a Answer, evs Events) Events {
 	for _, p := range s.finishers {
 		ev := p.Finished(now, a)
 		if ev.Kind == 0 || ev.Hold && !s.hold(now, ev.At) {
