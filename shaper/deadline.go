@@ -27,8 +27,7 @@ import (
 // is predicted: the job is admitted (and may still expire).
 
 // predictStart is when a job with ahead slots of cost before it would
-// start, and false when no start is scheduled (a policy holds the lane
-// until someone resumes it). Requires l.mu.
+// start; false while no start is scheduled (see scheduled). Requires l.mu.
 func (l *lane) predictStart(now time.Time, ahead int) (time.Time, bool) {
 	return l.policies.Forecast(later(l.nextStartAt(now), now), time.Duration(ahead)*l.sched.interval)
 }

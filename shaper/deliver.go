@@ -37,8 +37,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		l.m.BadHeaders.Add(float64(fb.Malformed))
 	}
 	a := l.answer(job, fb, err)
-	var buf [4]policy.Event
-	evs := l.policies.Finished(now, a, buf[:0])
+	evs := l.policies.Finished(now, a)
 	for _, ev := range evs {
 		l.report(ev, a)
 	}
@@ -77,9 +76,8 @@ func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 }
 
 // onPushback puts job back at the front after the downstream asked to
-// wait (the pushback policy paused the lane until until). The try does not
-// count against MaxAttempts; the job's deadline bounds the waiting.
-// Requires l.mu.
+// wait (paused until until). The try does not count against MaxAttempts;
+// the job's deadline bounds the waiting. Requires l.mu.
 func (l *lane) onPushback(job *queue.Job, err error, until, now time.Time) {
 	var pb *policy.PushbackError
 	errors.As(err, &pb)

@@ -55,9 +55,8 @@ func (l *lane) nextStartAt(now time.Time) time.Time {
 	return later(l.sched.next, l.gate(now).NotBefore)
 }
 
-// scheduled reports whether the lane's policies let a start be scheduled
-// at all as of now: false while one holds the lane until someone resumes
-// it (the admin API's pause), when nothing can be predicted. Requires l.mu.
+// scheduled reports whether the policies schedule any start as of now: not
+// while one holds the lane until someone resumes it. Requires l.mu.
 func (l *lane) scheduled(now time.Time) bool {
 	_, ok := l.policies.Forecast(now, 0)
 	return ok

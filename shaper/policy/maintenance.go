@@ -60,9 +60,6 @@ func (m *Maintenance) Quiet(last time.Time) bool {
 	return len(m.windows) == 0 && !m.active && !m.floor.After(last)
 }
 
-// Active reports whether the last Gate was inside a window.
-func (m *Maintenance) Active() bool { return m.active }
-
 // Mark is MarkMaintenance and MarkIdle while the last Gate was inside a
 // window.
 func (m *Maintenance) Mark() Mark {

@@ -65,7 +65,7 @@ func TestAdvertised(t *testing.T) {
 			s.Started(st.now, try(st.now))
 		}
 		if st.quota != nil {
-			for _, ev := range set.Finished(st.now, Answer{Try: try(st.now), Class: st.class, Quota: st.quota, Inflight: st.inflight}, nil) {
+			for _, ev := range set.Finished(st.now, Answer{Try: try(st.now), Class: st.class, Quota: st.quota, Inflight: st.inflight}) {
 				if ev.Kind == QuotaPaused {
 					pauses = append(pauses, ev.At)
 				}
@@ -114,7 +114,7 @@ func TestAdvertisedPauseBounded(t *testing.T) {
 	var pb Pushback
 	s := Advertised{MaxWait: 3 * time.Second}
 	set := Compose(&s, &pb)
-	set.Finished(at(0), Answer{Try: try(at(0)), Quota: &Quota{Remaining: 0, Reset: MaxQuotaPause}}, nil)
+	set.Finished(at(0), Answer{Try: try(at(0)), Quota: &Quota{Remaining: 0, Reset: MaxQuotaPause}})
 	if !pb.Until().Equal(at(3000)) {
 		t.Errorf("paused until %v, want max wait after the answer (%v)", pb.Until(), at(3000))
 	}

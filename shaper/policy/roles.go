@@ -166,6 +166,7 @@ type Set struct {
 	forecasters []Forecaster
 	wakers      []Waker
 	describers  []Describer
+	events      Events // Finished's answer, reused
 }
 
 // Compose makes the Set of ps, in the order they book a try or an answer.
@@ -203,17 +204,19 @@ func (s *Set) Started(now time.Time, t Try) {
 }
 
 // Finished books an answer received at now with every Finisher, in order,
-// and appends to evs what they decided: an Event that asks for a pause
-// goes to the Holders first, and is appended only when one of them paused.
-func (s *Set) Finished(now time.Time, a Answer, evs Events) Events {
+// and returns what they decided, valid until the next call: an Event that
+// asks for a pause goes to the Holders first, and is returned only when
+// one of them paused.
+func (s *Set) Finished(now time.Time, a Answer) Events {
+	s.events = s.events[:0]
 	for _, p := range s.finishers {
 		ev := p.Finished(now, a)
 		if ev.Kind == 0 || ev.Hold && !s.hold(now, ev.At) {
 			continue
 		}
-		evs = append(evs, ev)
+		s.events = append(s.events, ev)
 	}
-	return evs
+	return s.events
 }
 
 // hold asks every Holder to pause until until; it reports whether one did.
