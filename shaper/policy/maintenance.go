@@ -96,6 +96,9 @@ func (m *Maintenance) Next(now time.Time) (Span, bool) {
 // NextChange is when the lane next enters or leaves maintenance after
 // now; zero without windows.
 func (m *Maintenance) NextChange(now time.Time) time.Time {
+	if len(m.windows) == 0 { // every reschedule asks: answer at once
+		return time.Time{}
+	}
 	s, ok := m.Next(now)
 	switch {
 	case !ok:

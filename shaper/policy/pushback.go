@@ -5,9 +5,10 @@ import "time"
 // Pushback pauses a lane when the downstream asks it to wait: a PushedBack
 // answer (429/503 with Retry-After) pauses it until now+RetryAfter, never
 // shortening a pause already running. The advertised quota pauses it
-// when the quota is used up, through Hold (Pushback is the lane's Holder). After a pause the schedule
-// restarts from its end: no catch-up for the time paused. The zero value
-// is not paused. Not safe for concurrent use (the lane's lock guards it).
+// when the quota is used up, through Hold (Pushback is the lane's Holder).
+// After a pause the schedule restarts from its end: no catch-up for the
+// time paused. The zero value is not paused. Not safe for concurrent use
+// (the lane's lock guards it).
 type Pushback struct {
 	until   time.Time // end of the latest pause; kept after it as the schedule's floor
 	pausing bool      // a pause runs: not yet seen to end by Gate

@@ -83,11 +83,13 @@ type Describer interface {
 
 // Event is what a policy decided on an answer (or a reload) that the lane
 // reports: it logs it and counts it. The zero Event is nothing.
+// (Its fields are in this order so that it fits in 32 bytes, which the
+// compiler keeps in registers: Finished returns one for every answer.)
 type Event struct {
-	Kind EventKind
 	// At is when a pause ends (QuotaPaused, PushbackPaused), or when an
 	// open breaker's probe may start (BreakerTripped, BreakerProbeFailed).
-	At time.Time
+	At   time.Time
+	Kind EventKind
 	// Hold asks the Holders to pause until At: the event is reported only
 	// if one of them paused (a pause that lasts as long absorbs it).
 	Hold bool
@@ -158,8 +160,7 @@ type View struct {
 // Set is a lane's policies, with the roles each plays found once
 // (Compose). Not safe for concurrent use (the lane's lock guards it).
 type Set struct {
-	all         []Policy
-	marks       []Marker // by index of all; nil where a policy plays none
+	all         []member
 	starters    []Starter
 	finishers   []Finisher
 	holders     []Holder
@@ -169,31 +170,43 @@ type Set struct {
 	events      Events // Finished's answer, reused
 }
 
+// member is a policy of a Set, and its Marker role (nil: none).
+type member struct {
+	Policy
+	mark Marker
+}
+
 // Compose makes the Set of ps, in the order they book a try or an answer.
 func Compose(ps ...Policy) Set {
-	s := Set{all: ps, marks: make([]Marker, len(ps))}
+	s := Set{all: make([]member, len(ps)), starters: roles[Starter](ps), finishers: roles[Finisher](ps),
+		holders: roles[Holder](ps), forecasters: roles[Forecaster](ps), wakers: roles[Waker](ps),
+		describers: roles[Describer](ps)}
 	for i, p := range ps {
-		s.marks[i], _ = p.(Marker)
-		if r, ok := p.(Starter); ok {
-			s.starters = append(s.starters, r)
-		}
-		if r, ok := p.(Finisher); ok {
-			s.finishers = append(s.finishers, r)
-		}
-		if r, ok := p.(Holder); ok {
-			s.holders = append(s.holders, r)
-		}
-		if r, ok := p.(Forecaster); ok {
-			s.forecasters = append(s.forecasters, r)
-		}
-		if r, ok := p.(Waker); ok {
-			s.wakers = append(s.wakers, r)
-		}
-		if r, ok := p.(Describer); ok {
-			s.describers = append(s.describers, r)
-		}
+		s.all[i].Policy = p
+		s.all[i].mark, _ = p.(Marker)
 	}
 	return s
+}
+
+// roles lists the policies of ps that play the role R, in order; nil if
+// none does.
+func roles[R any](ps []Policy) []R {
+	n := 0
+	for _, p := range ps {
+		if _, ok := p.(R); ok {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]R, 0, n) // a lane keeps it: no room to spare
+	for _, p := range ps {
+		if r, ok := p.(R); ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Started books a try the lane started at now with every Starter.
@@ -210,22 +223,26 @@ func (s *Set) Started(now time.Time, t Try) {
 func (s *Set) Finished(now time.Time, a Answer) Events {
 	s.events = s.events[:0]
 	for _, p := range s.finishers {
-		ev := p.Finished(now, a)
-		if ev.Kind == 0 || ev.Hold && !s.hold(now, ev.At) {
-			continue
+		if ev := p.Finished(now, a); ev.Kind != 0 {
+			s.add(now, ev)
 		}
-		s.events = append(s.events, ev)
 	}
 	return s.events
 }
 
-// hold asks every Holder to pause until until; it reports whether one did.
-func (s *Set) hold(now, until time.Time) bool {
-	held := false
-	for _, h := range s.holders {
-		held = h.Hold(now, until) || held
+// add appends ev to the events of Finished, unless it asks for a pause
+// that no Holder took.
+func (s *Set) add(now time.Time, ev Event) {
+	if ev.Hold {
+		held := false
+		for _, h := range s.holders {
+			held = h.Hold(now, ev.At) || held
+		}
+		if !held {
+			return
+		}
 	}
-	return held
+	s.events = append(s.events, ev)
 }
 
 // Gate asks every policy that is not quiet at now and returns the
@@ -236,13 +253,13 @@ func (s *Set) hold(now, until time.Time) bool {
 func (s *Set) Gate(now time.Time, inflight int, last time.Time) (Gate, Mark) {
 	var g Gate
 	var m Mark
-	for i, p := range s.all {
+	for _, p := range s.all {
 		if p.Quiet(last) {
 			continue
 		}
 		g = g.And(p.Gate(now, inflight))
-		if mk := s.marks[i]; mk != nil {
-			m |= mk.Mark()
+		if p.mark != nil {
+			m |= p.mark.Mark()
 		}
 	}
 	return g, m
