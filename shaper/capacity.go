@@ -89,7 +89,7 @@ func (l *lane) leaking(now time.Time) int {
 // instants). While the lane is paused by the admin API until resumed no
 // start is scheduled and the answer is 0 (unknown). Requires l.mu.
 func (l *lane) slotFreesIn(now time.Time) time.Duration {
-	if l.pause.Indefinite() {
+	if !l.scheduled(now) {
 		return 0
 	}
 	next := l.nextFreeAt(now)
@@ -103,7 +103,7 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 // job's ready instant: nextFreeAt). 0 while the lane is paused by the
 // admin API until resumed (no start is scheduled). Requires l.mu.
 func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
-	if l.pause.Indefinite() {
+	if !l.scheduled(now) {
 		return 0
 	}
 	held, first := l.sched.held(now)

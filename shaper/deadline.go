@@ -19,17 +19,17 @@ import (
 // interval, no earlier than a delayed job's instant, plus the scheduler's
 // lateness budget (catchUp, 20 ms) as a margin. It ignores jobs that will
 // expire ahead of it and retries still to come, so it errs on the side of
-// admitting. A timed pause and the maintenance windows on the way are
-// counted: the next slot is after the pause or the window now is in, and
-// every window that begins before the jobs ahead have started holds them
-// for its length. While the lane is paused by the admin API until resumed
-// no start is scheduled and nothing is predicted: the job is admitted (and
-// may still expire).
+// admitting. The holds the policies know ahead (policy.Forecaster: a timed
+// pause, the maintenance windows) are counted: the next slot is after the
+// pause or the window now is in, and every window that begins before the
+// jobs ahead have started holds them for its length. While the lane is
+// paused by the admin API until resumed no start is scheduled and nothing
+// is predicted: the job is admitted (and may still expire).
 
-// predictStart is when a job with ahead slots of cost before it would start.
-// Requires l.mu.
-func (l *lane) predictStart(now time.Time, ahead int) time.Time {
-	return l.maint.Shift(later(l.nextStartAt(now), now), time.Duration(ahead)*l.sched.interval)
+// predictStart is when a job with ahead slots of cost before it would
+// start; false while no start is scheduled (see scheduled). Requires l.mu.
+func (l *lane) predictStart(now time.Time, ahead int) (time.Time, bool) {
+	return l.policies.Forecast(later(l.nextStartAt(now), now), time.Duration(ahead)*l.sched.interval)
 }
 
 // checkDeadline rejects job as would_expire when its predicted start passes
@@ -38,11 +38,12 @@ func (l *lane) predictStart(now time.Time, ahead int) time.Time {
 // Requires l.mu.
 func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) {
 	wait := cmp0(job.MaxWait, l.cfg.MaxWait)
-	if !l.cfg.RejectWouldExpire || wait <= 0 || l.pause.Indefinite() {
+	if !l.cfg.RejectWouldExpire || wait <= 0 || !l.scheduled(now) {
 		return rc, true
 	}
 	ready := later(now, job.NotBefore) // a delayed job's wait counts from its instant
-	start := later(l.predictStart(now, l.q.Ahead(job, now)), ready)
+	start, _ := l.predictStart(now, l.q.Ahead(job, now))
+	start = later(start, ready)
 	// The scheduler may start a job up to catchUp after its slot (a late
 	// wake-up), and expiry is strict; a job predicted to start within that
 	// margin of its deadline is refused too, or it could expire after all.

@@ -37,9 +37,9 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		l.m.BadHeaders.Add(float64(fb.Malformed))
 	}
 	a := l.answer(job, fb, err)
-	probe := l.brk.Probe(job) // asked before the breaker books the answer
-	for _, p := range l.policies {
-		p.Finished(now, a)
+	evs := l.policies.Finished(now, a)
+	for _, ev := range evs {
+		l.report(ev, a)
 	}
 	g := l.gate(now) // a rate the answer changed applies from here
 	switch {
@@ -55,10 +55,10 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	case a.Cancelled:
 		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())
 	case a.Class == policy.PushedBack:
-		l.onPushback(job, err, now)
+		l.onPushback(job, err, evs.At(policy.PushbackPaused), now)
 	case a.Class == policy.Refused:
 		l.fail(job, err)
-	case probe && l.brk.State(now) != policy.BreakerClosed:
+	case evs.Has(policy.BreakerProbeFailed): // the probe failed: the breaker reopened
 		l.onProbeFailed(job, now)
 	default:
 		l.onError(job, err, retry, now)
@@ -76,14 +76,13 @@ func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 }
 
 // onPushback puts job back at the front after the downstream asked to
-// wait (the pushback policy paused the lane). The try does not count
-// against MaxAttempts; the job's deadline bounds the waiting. Requires l.mu.
-func (l *lane) onPushback(job *queue.Job, err error, now time.Time) {
+// wait (paused until until). The try does not count against MaxAttempts;
+// the job's deadline bounds the waiting. Requires l.mu.
+func (l *lane) onPushback(job *queue.Job, err error, until, now time.Time) {
 	var pb *policy.PushbackError
 	errors.As(err, &pb)
 	l.c.pushbacks++
 	l.m.Pushbacks.Inc()
-	until := l.pushback.Until()
 	l.s.log.Info("downstream pushed back; lane paused", "downstream", l.name,
 		"job_id", job.ID, "attempt", job.Attempt, "until", until, "error", pb.Error())
 	if !job.Deadline.IsZero() && until.After(job.Deadline) {

@@ -46,7 +46,7 @@ type lane struct {
 	// lane (replay.go); nil while none waits.
 	replayWake chan struct{}
 
-	// The policies (package policy), each a value; policies lists them all
+	// The policies (package policy), each a value; policies is their Set,
 	// in the order they book an answer (policies.go).
 	quota    policy.Advertised
 	adaptive policy.Adaptive
@@ -55,7 +55,7 @@ type lane struct {
 	pause    policy.Paused // by the admin API
 	kept     policy.Kept   // the learned rate kept in Deps.Rates (learned.go)
 	maint    policy.Maintenance
-	policies []policy.Policy
+	policies policy.Set
 
 	// The lane's place in the shaper's scheduler, guarded by the
 	// scheduler's lock (lock order: lane.mu, then the scheduler's).
@@ -210,9 +210,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.perKey.Started(job)
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
-	for _, p := range l.policies {
-		p.Started(now, policy.Try{Job: job})
-	}
+	l.policies.Started(now, policy.Try{Job: job})
 	l.c.started++ // the started, in-flight and depth series read the lane when scraped
 	if job.Attempt == 1 {
 		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
@@ -260,9 +258,9 @@ func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 	} else if ok {
 		at = l.sched.slotFor(readyAt, g.NotBefore)
 	}
-	// Wake when a maintenance window begins or ends, jobs or not, so that
-	// what the lane exports follows it.
-	if c := l.maint.NextChange(now); !c.IsZero() && (!ok || c.Before(at)) {
+	// Wake when a policy changes with time alone (a maintenance window
+	// begins or ends), jobs or not, so that what the lane exports follows.
+	if c := l.policies.NextChange(now); !c.IsZero() && (!ok || c.Before(at)) {
 		at, ok = c, true
 	}
 	l.s.sched.WantAt(l.wake, at, ok)

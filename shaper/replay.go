@@ -153,7 +153,7 @@ func (l *lane) replayWait(now time.Time) (time.Duration, bool) {
 	switch {
 	case l.q.Len() > 0: // live jobs wait: at best they have all started after their drain time
 		return max(free, 0) + l.drainOf(l.q.Cost()), true
-	case l.pause.Indefinite() || l.inflight >= l.cfg.Concurrency:
+	case !l.scheduled(now) || l.inflight >= l.cfg.Concurrency:
 		return max(free, l.sched.interval), true
 	case free > 0:
 		return free, true

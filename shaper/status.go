@@ -105,10 +105,11 @@ func (s *Shaper) Lanes() []LaneStatus {
 func (l *lane) status(now time.Time) LaneStatus {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	v := l.policies.View(now)
 	st := LaneStatus{
 		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.sched.rate, Concurrency: l.cfg.Concurrency,
 		KeyConcurrency: l.cfg.KeyConcurrency,
-		Depth:          l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: l.pause.Holding(now),
+		Depth:          l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: v.Paused,
 		Removing: l.removed, StoreFull: l.noSpace,
 		Received: l.c.received, Accepted: l.c.accepted, Started: l.c.started,
 		Retries: l.c.retries, Pushbacks: l.c.pushbacks, Tries: l.c.tries, TrySeconds: l.c.trySeconds,
@@ -122,18 +123,17 @@ func (l *lane) status(now time.Time) LaneStatus {
 			st.Levels = n
 		}
 	}
-	if st.Paused && !l.pause.Until.IsZero() {
-		t := l.pause.Until
+	if t := v.PausedUntil; st.Paused && !t.IsZero() {
 		st.PausedUntil = &t
 	}
-	if sp, ok := l.maint.Next(now); ok {
+	if sp := v.Window; v.HasWindow {
 		st.Maintenance = &MaintenanceWindow{Start: sp.Start, End: sp.End, Active: !now.Before(sp.Start)}
 	}
 	if !l.ovr.IsZero() {
 		o := l.ovr
 		st.Override = &o
 	}
-	if t := l.pushback.Until(); t.After(now) {
+	if t := v.PushbackUntil; t.After(now) {
 		st.PushbackUntil = &t
 	}
 	if l.adm != nil {
@@ -141,10 +141,8 @@ func (l *lane) status(now time.Time) LaneStatus {
 			st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
 		}
 	}
-	st.AdvertisedQuota = advertised(l.quota.State())
-	st.Breaker = l.brk.State(now)
-	if st.Breaker == policy.BreakerOpen {
-		t := l.brk.ProbeAt()
+	st.AdvertisedQuota, st.Breaker = advertised(v.Quota), v.Breaker
+	if t := v.ProbeAt; st.Breaker == policy.BreakerOpen {
 		st.BreakerUntil = &t
 	}
 	if st.Paused || st.PushbackUntil != nil || st.Breaker != policy.BreakerClosed ||

@@ -329,11 +329,11 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 	l.m.Accepted.Inc()
 	rc.Accepted, rc.Position = true, max(p.Position, 1)
 	rc.NotBefore = job.NotBefore
-	if l.pause.Indefinite() { // no start is scheduled: no ETA to give
+	if start, ok := l.predictStart(now, p.Ahead); ok {
+		rc.ETA = later(start, job.NotBefore).Sub(now)
+	} else { // no start is scheduled: no ETA to give
 		rc.Paused = true
-		return rc
 	}
-	rc.ETA = later(l.predictStart(now, p.Ahead), job.NotBefore).Sub(now)
 	return rc
 }
 

@@ -85,17 +85,14 @@ type AdaptiveSettings struct {
 
 // Adaptive is a lane's adaptive rate controller (see the constants above).
 // Its Gate caps the rate at the effective rate and, after a cut, the tries
-// in flight at the learned limit. The zero value is off. Not safe for
-// concurrent use (the lane's lock guards it).
+// in flight at the learned limit; Finished reports RateCut each time it
+// cuts the rate. The zero value is off. Not safe for concurrent use (the
+// lane's lock guards it).
 type Adaptive struct {
-	// Quota, when set, caps the ceiling at its advertised limit ÷ window.
-	Quota *Advertised
-	// OnCut is called each time the rate is cut; nil = none.
-	OnCut func()
-
-	set  AdaptiveSettings
-	rate float64 // the effective rate; the configured rate while off
-	st   adaptiveState
+	set   AdaptiveSettings
+	rate  float64 // the effective rate; the configured rate while off
+	st    adaptiveState
+	quota quotaCap // the advertised limit ÷ window, which caps the ceiling
 }
 
 // adaptiveState is what the controller learned; the zero value never cut.
@@ -153,9 +150,6 @@ func (c *Adaptive) Window() time.Duration { return c.st.memory }
 // learned one, or adaptMemory.
 func (c *Adaptive) Memory() time.Duration { return c.st.mem() }
 
-// Started does nothing: the controller judges answers.
-func (c *Adaptive) Started(time.Time, Try) {}
-
 // Gate caps the rate at the effective rate and the tries in flight at the
 // learned limit, while on.
 func (c *Adaptive) Gate(time.Time, int) Gate {
@@ -173,11 +167,15 @@ func (c *Adaptive) Gate(time.Time, int) Gate {
 func (c *Adaptive) Quiet(time.Time) bool { return !c.set.On }
 
 // Finished feeds one answer to the controller: an advertised quota caps
-// the rate at the ceiling, a success may complete a round (the rate
-// rises), a refusal may cut.
-func (c *Adaptive) Finished(now time.Time, a Answer) {
+// the rate at the ceiling (learned even while off, as Advertised learns
+// it), a success may complete a round (the rate rises), a refusal may cut
+// (RateCut).
+func (c *Adaptive) Finished(now time.Time, a Answer) Event {
+	if a.Quota != nil {
+		c.quota.learn(a.Quota)
+	}
 	if !c.set.On {
-		return
+		return Event{}
 	}
 	if a.Quota != nil && c.rate > c.ceiling() {
 		c.rate = c.ceiling()
@@ -189,20 +187,21 @@ func (c *Adaptive) Finished(now time.Time, a Answer) {
 			c.rate = c.st.raise(c.rate, c.ceiling())
 		}
 	case PushedBack:
-		c.refused(a.Slot(), max(a.RetryAfter, 0), a.Inflight, now)
+		return c.refused(a.Slot(), max(a.RetryAfter, 0), a.Inflight, now)
 	case Overloaded:
-		c.refused(a.Slot(), 0, a.Inflight, now)
+		return c.refused(a.Slot(), 0, a.Inflight, now)
 	}
+	return Event{}
 }
 
 // ceiling is the most the controller may drain at: the configured rate,
 // capped by an advertised quota ÷ window (never below the adaptive floor:
 // the remaining count still holds the quota).
 func (c *Adaptive) ceiling() float64 {
-	if c.Quota == nil || c.Quota.Cap() <= 0 {
+	if c.quota.cap <= 0 {
 		return c.set.Ceiling
 	}
-	return min(c.set.Ceiling, max(c.Quota.Cap(), adaptFloor*c.set.Ceiling))
+	return min(c.set.Ceiling, max(c.quota.cap, adaptFloor*c.set.Ceiling))
 }
 
 // succeeded books a success of the try at slot and reports whether it
@@ -239,15 +238,17 @@ func (c *adaptiveState) raise(r, ceiling float64) float64 {
 }
 
 // refused books a refusal of the try at slot; wait is its Retry-After
-// (0 = none), inflight the tries still in flight.
-func (c *Adaptive) refused(slot time.Time, wait time.Duration, inflight int, now time.Time) {
+// (0 = none), inflight the tries still in flight. It reports RateCut when
+// it cut the rate.
+func (c *Adaptive) refused(slot time.Time, wait time.Duration, inflight int, now time.Time) Event {
 	s := &c.st
 	if !slot.Before(s.judge) {
 		s.noAfter++
 	}
+	var ev Event
 	switch {
 	case slot.Before(s.quiet) && s.tooHigh():
-		c.cutRate(wait, max(now.Sub(s.judge), adaptTooHighSpan), inflight, now)
+		ev = c.cutRate(wait, max(now.Sub(s.judge), adaptTooHighSpan), inflight, now)
 	case slot.Before(s.quiet):
 		s.echo = now // an echo of the episode under way
 	case !s.cut.IsZero() && !s.stretch && !s.broke && s.mem() < adaptMemoryMax:
@@ -256,14 +257,15 @@ func (c *Adaptive) refused(slot time.Time, wait time.Duration, inflight int, now
 		s.memory, s.stretch = min(2*s.mem(), adaptMemoryMax), true
 		s.quiet, s.echo = later(s.quiet, s.cut.Add(s.memory)), now
 		if !slot.Before(s.quiet) {
-			c.cutRate(wait, 0, inflight, now)
+			ev = c.cutRate(wait, 0, inflight, now)
 		}
 	default:
-		c.cutRate(wait, 0, inflight, now)
+		ev = c.cutRate(wait, 0, inflight, now)
 	}
 	if wait > 0 {
 		s.resumed = later(s.resumed, now.Add(wait))
 	}
+	return ev
 }
 
 // tooHigh reports whether the tries started after the episode's first
@@ -276,8 +278,8 @@ func (c *adaptiveState) tooHigh() bool {
 
 // cutRate opens a refusal episode at now: the rate drops to adaptCut of
 // what the downstream delivered over span (0 = s.window), and the tries
-// still in flight become the limit in flight.
-func (c *Adaptive) cutRate(wait, span time.Duration, inflight int, now time.Time) {
+// still in flight become the limit in flight. It returns RateCut.
+func (c *Adaptive) cutRate(wait, span time.Duration, inflight int, now time.Time) Event {
 	s := &c.st
 	if s.echo.Sub(s.cut) < s.mem()/2 {
 		s.memory = max(adaptMemory, s.mem()/2) // the last episode's run was short
@@ -304,10 +306,8 @@ func (c *Adaptive) cutRate(wait, span time.Duration, inflight int, now time.Time
 	if s.limit >= c.set.Concurrency {
 		s.limit = 0
 	}
-	if c.OnCut != nil {
-		c.OnCut()
-	}
 	c.rate = next
+	return Event{Kind: RateCut}
 }
 
 // window is the span a cut measures the delivered rate over: the

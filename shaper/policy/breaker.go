@@ -24,8 +24,8 @@ import (
 //     the schedule restarts from that moment, without a burst; a failure
 //     reopens it for twice as long as the last time, at most MaxOpenFor.
 //     A probe that failed asked the downstream on the breaker's behalf:
-//     the lane puts its job back without using one of its attempts (see
-//     Probe), so an outage of any length exhausts no job.
+//     the lane puts its job back without using one of its attempts (on
+//     BreakerProbeFailed), so an outage of any length exhausts no job.
 //
 // Tries cancelled at shutdown are not booked.
 //
@@ -61,26 +61,12 @@ const (
 	BreakerHalfOpen BreakerState = "half_open" // the probe is due or in flight
 )
 
-// BreakerEvent is a change of a breaker's state, reported to OnEvent.
-type BreakerEvent uint8
-
-// Breaker events.
-const (
-	BreakerTripped     BreakerEvent = iota + 1 // closed → open after Failures failed tries
-	BreakerProbeFailed                         // the probe failed: open again, for longer
-	BreakerProbed                              // the probe succeeded: closed
-	BreakerReleased                            // turned off while open: closed, held jobs released
-)
-
-// Breaker is a lane's circuit breaker (see the constants above). The zero
-// value is closed and off. Not safe for concurrent use (the lane's lock
-// guards it).
+// Breaker is a lane's circuit breaker (see the constants above). Each
+// change of its state is an Event: BreakerTripped, BreakerProbeFailed and
+// BreakerProbed from Finished (At: when the probe may start, while open),
+// BreakerReleased from Configure. The zero value is closed and off. Not
+// safe for concurrent use (the lane's lock guards it).
 type Breaker struct {
-	// OnEvent is called on each change of state, with the answer that
-	// caused it (zero for BreakerReleased) and, while open, when the probe
-	// is due; nil = none.
-	OnEvent func(ev BreakerEvent, a Answer, probeAt time.Time)
-
 	set    BreakerSettings
 	st     breakerState
 	closed time.Time // when it last closed: the schedule's floor
@@ -95,19 +81,21 @@ type breakerState struct {
 }
 
 // Configure applies new settings in place. A breaker turned off while
-// open lets the lane start at the next Gate (BreakerReleased); otherwise
-// the state is kept and the current opening is capped by the new
-// MaxOpenFor.
-func (b *Breaker) Configure(set BreakerSettings) {
+// open lets the lane start at the next Gate, and Configure reports
+// BreakerReleased; otherwise the state is kept and the current opening is
+// capped by the new MaxOpenFor.
+func (b *Breaker) Configure(set BreakerSettings) Event {
 	b.set = set
 	switch {
 	case set.Failures > 0:
 		b.st.openFor = min(b.st.openFor, set.MaxOpenFor)
 	case b.st.open: // a probe in flight is booked as a plain try
 		b.st.until, b.st.probe = time.Time{}, nil
+		return Event{Kind: BreakerReleased}
 	default:
 		b.st = breakerState{}
 	}
+	return Event{}
 }
 
 // Started books a start: the first start of an open breaker (Gate let it
@@ -119,8 +107,9 @@ func (b *Breaker) Started(_ time.Time, t Try) {
 }
 
 // Probe reports whether job is the probe in flight of an open breaker.
-// The lane asks before booking the probe's answer: a probe whose answer
-// reopens the breaker does not count against its job's attempts.
+// (A probe whose answer reopens the breaker is the one Finished reports
+// BreakerProbeFailed for: the lane puts its job back without using one of
+// its attempts.)
 func (b *Breaker) Probe(job *queue.Job) bool {
 	return b.set.Failures > 0 && b.st.open && b.st.probe == job
 }
@@ -128,43 +117,36 @@ func (b *Breaker) Probe(job *queue.Job) bool {
 // failed reports whether an answer is a failure to the breaker.
 func failed(a Answer) bool { return a.Class == Failed || (a.Class == Overloaded && !a.Limited) }
 
-// Finished books one answer at now.
-func (b *Breaker) Finished(now time.Time, a Answer) {
+// Finished books one answer at now and reports a change of state.
+func (b *Breaker) Finished(now time.Time, a Answer) Event {
 	s := &b.st
 	if b.set.Failures <= 0 || a.Cancelled {
-		return
+		return Event{}
 	}
 	switch {
 	case s.open && s.probe == a.Job && failed(a):
 		s.probe = nil
 		s.openFor = min(2*s.openFor, b.set.MaxOpenFor)
 		s.until = now.Add(s.openFor)
-		b.report(BreakerProbeFailed, a, s.until)
+		return Event{Kind: BreakerProbeFailed, At: s.until}
 	case s.open && s.probe == a.Job:
-		b.close(now, BreakerProbed, a)
+		b.close(now)
+		return Event{Kind: BreakerProbed}
 	case s.open: // a try started before the breaker opened
 	case failed(a):
 		if s.fails++; s.fails >= b.set.Failures {
 			s.open, s.fails, s.openFor = true, 0, b.set.OpenFor
 			s.until = now.Add(s.openFor)
-			b.report(BreakerTripped, a, s.until)
+			return Event{Kind: BreakerTripped, At: s.until}
 		}
 	default:
 		s.fails = 0
 	}
+	return Event{}
 }
 
 // close closes the breaker at now; the schedule restarts from now.
-func (b *Breaker) close(now time.Time, ev BreakerEvent, a Answer) {
-	b.st, b.closed = breakerState{}, now
-	b.report(ev, a, time.Time{})
-}
-
-func (b *Breaker) report(ev BreakerEvent, a Answer, probeAt time.Time) {
-	if b.OnEvent != nil {
-		b.OnEvent(ev, a, probeAt)
-	}
-}
+func (b *Breaker) close(now time.Time) { b.st, b.closed = breakerState{}, now }
 
 // Gate releases, at now, a breaker turned off while open; then it holds
 // starts while the probe is in flight, answers NotBefore the probe while
@@ -172,7 +154,7 @@ func (b *Breaker) report(ev BreakerEvent, a Answer, probeAt time.Time) {
 // for the time held).
 func (b *Breaker) Gate(now time.Time, _ int) Gate {
 	if b.st.open && b.set.Failures <= 0 {
-		b.close(now, BreakerReleased, Answer{})
+		b.close(now) // Configure reported it
 	}
 	switch {
 	case b.st.probe != nil:
@@ -201,3 +183,6 @@ func (b *Breaker) State(now time.Time) BreakerState {
 
 // ProbeAt is when an open breaker's probe may start; zero while closed.
 func (b *Breaker) ProbeAt() time.Time { return b.st.until }
+
+// Describe shows the breaker's state at now and when its probe may start.
+func (b *Breaker) Describe(now time.Time, v *View) { v.Breaker, v.ProbeAt = b.State(now), b.st.until }

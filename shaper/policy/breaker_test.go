@@ -8,8 +8,8 @@ import (
 // TestBreaker steps one breaker (2 failures, open 1 s, at most 3 s)
 // through answers and gates at fixed instants.
 func TestBreaker(t *testing.T) {
-	var events []BreakerEvent
-	b := Breaker{OnEvent: func(ev BreakerEvent, _ Answer, _ time.Time) { events = append(events, ev) }}
+	var events []EventKind
+	var b Breaker
 	b.Configure(BreakerSettings{Failures: 2, OpenFor: time.Second, MaxOpenFor: 3 * time.Second})
 	old, probe, probe2 := try(at(0)), try(at(1300)), try(at(3400))
 	type step struct {
@@ -20,7 +20,11 @@ func TestBreaker(t *testing.T) {
 		gate  Gate
 	}
 	answer := func(tr Try, c Class) func(time.Time) {
-		return func(now time.Time) { b.Finished(now, Answer{Try: tr, Class: c}) }
+		return func(now time.Time) {
+			if ev := b.Finished(now, Answer{Try: tr, Class: c}); ev.Kind != 0 {
+				events = append(events, ev.Kind)
+			}
+		}
 	}
 	start := func(tr Try) func(time.Time) { return func(now time.Time) { b.Started(now, tr) } }
 	for _, s := range []step{
@@ -52,7 +56,7 @@ func TestBreaker(t *testing.T) {
 			t.Fatalf("%s: Probe = %v, want %v", s.name, got, want)
 		}
 	}
-	want := []BreakerEvent{BreakerTripped, BreakerProbeFailed, BreakerProbed}
+	want := []EventKind{BreakerTripped, BreakerProbeFailed, BreakerProbed}
 	if len(events) != len(want) || events[0] != want[0] || events[1] != want[1] || events[2] != want[2] {
 		t.Errorf("events %v, want %v", events, want)
 	}
@@ -78,11 +82,10 @@ func TestBreakerDoublingCapped(t *testing.T) {
 // TestBreakerReleasedByReload: turned off while open, the breaker closes
 // at the next Gate and the schedule restarts from then.
 func TestBreakerReleasedByReload(t *testing.T) {
-	var released bool
-	b := Breaker{OnEvent: func(ev BreakerEvent, _ Answer, _ time.Time) { released = ev == BreakerReleased }}
+	var b Breaker
 	b.Configure(BreakerSettings{Failures: 1, OpenFor: time.Minute, MaxOpenFor: time.Minute})
 	b.Finished(at(0), Answer{Try: try(at(0)), Class: Failed})
-	b.Configure(BreakerSettings{})
+	released := b.Configure(BreakerSettings{}).Kind == BreakerReleased
 	if g := b.Gate(at(500), 0); g != (Gate{NotBefore: at(500)}) || b.State(at(500)) != BreakerClosed || !released {
 		t.Errorf("after turning off: gate %+v state %s released %v; want not before now, closed, released", g, b.State(at(500)), released)
 	}

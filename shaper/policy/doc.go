@@ -2,19 +2,24 @@
 // start its next try and how fast: each is a value of its own type behind
 // one small interface, Policy, that the lane composes.
 //
-// A Policy observes the lane's tries (Started, Finished) and answers a
-// Gate: start not before a time, at most a rate, at most so many in
-// flight, or not at all until something happens. The lane asks every
-// policy and takes the strictest answer of all (Strictest): the latest
-// NotBefore, the lowest Rate and Limit, any Held. The lane alone owns its
-// schedule; a policy never writes it, it only answers.
+// A Policy answers a Gate: start not before a time, at most a rate, at
+// most so many in flight, or not at all until something happens. The lane
+// asks every policy through their Set (Compose) and takes the strictest
+// answer of all (Set.Gate): the latest NotBefore, the lowest Rate and
+// Limit, any Held. The lane alone owns its schedule; a policy never writes
+// it, it only answers. What only some policies do (book starts or
+// answers, pause on another's behalf, forecast a start for the intake
+// side, mark what the lane exports, show status) is an optional role,
+// found once by Compose (roles.go); what a policy decides comes back as an
+// Event the lane logs and counts. No policy holds a pointer to another or
+// a func of the lane.
 //
 // The controllers:
 //
 //   - Pushback: a 429/503 with Retry-After pauses the lane.
 //   - Advertised: rate-limit headers (RateLimit, X-RateLimit-*) hold starts
 //     while the remaining quota is spent, and a used-up quota pauses the
-//     lane until its reset (through Pushback).
+//     lane until its reset (an Event the Set hands to Pushback).
 //   - Adaptive: the drain rate under rate_control adaptive, cut on
 //     refusals and raised after rounds of successes.
 //   - Breaker: the circuit breaker, which holds jobs while a downstream
@@ -39,14 +44,14 @@
 //	// HoldUntil holds the lane's starts until At.
 //	type HoldUntil struct{ At time.Time }
 //
-//	func (h *HoldUntil) Started(time.Time, Try)           {}
-//	func (h *HoldUntil) Finished(time.Time, Answer)       {}
 //	func (h *HoldUntil) Gate(now time.Time, _ int) Gate { return Gate{NotBefore: h.At} }
 //	func (h *HoldUntil) Quiet(last time.Time) bool      { return !h.At.After(last) }
 //
-// and in the lane (shaper/lane.go, newLane):
+// and in the lane (shaper/policies.go, compose):
 //
-//	l.policies = []policy.Policy{&l.quota, &l.adaptive, &l.brk, &l.pushback, &l.pause, &l.kept, &l.hold}
+//	l.policies = policy.Compose(&l.quota, &l.adaptive, &l.brk, &l.pushback, &l.pause, &l.kept, &l.maint, &l.hold)
 //
-// with a table test over fixed instants of its own.
+// with a table test over fixed instants of its own. A controller that
+// books tries adds Started or Finished (and is found a Starter or a
+// Finisher), and one the intake side must wait out adds Forecast.
 package policy

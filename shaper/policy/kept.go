@@ -65,10 +65,6 @@ func (k *Kept) Configure(adaptive bool, ceiling float64) { k.on, k.ceiling = ada
 // Started counts a start.
 func (k *Kept) Started(time.Time, Try) { k.starts++ }
 
-// Finished does nothing: the kept value follows the adaptive rate, not
-// the answers.
-func (k *Kept) Finished(time.Time, Answer) {}
-
 // Gate holds every start while a takeover read is in flight.
 func (k *Kept) Gate(time.Time, int) Gate { return Gate{Held: k.restoring} }
 

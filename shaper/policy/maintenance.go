@@ -42,12 +42,6 @@ func (m *Maintenance) Configure(ws []Window) {
 	m.spans, m.from, m.to = nil, time.Time{}, time.Time{}
 }
 
-// Started does nothing.
-func (m *Maintenance) Started(time.Time, Try) {}
-
-// Finished does nothing.
-func (m *Maintenance) Finished(time.Time, Answer) {}
-
 // Gate answers NotBefore the end of the window now is in; outside one, the
 // end of the last window seen (a floor in the past).
 func (m *Maintenance) Gate(now time.Time, _ int) Gate {
@@ -66,8 +60,17 @@ func (m *Maintenance) Quiet(last time.Time) bool {
 	return len(m.windows) == 0 && !m.active && !m.floor.After(last)
 }
 
-// Active reports whether the last Gate was inside a window.
-func (m *Maintenance) Active() bool { return m.active }
+// Mark is MarkMaintenance and MarkIdle while the last Gate was inside a
+// window.
+func (m *Maintenance) Mark() Mark {
+	if m.active {
+		return MarkMaintenance | MarkIdle
+	}
+	return 0
+}
+
+// Describe shows the window now is in, or the next one.
+func (m *Maintenance) Describe(now time.Time, v *View) { v.Window, v.HasWindow = m.Next(now) }
 
 // Current is the span now is in, if any.
 func (m *Maintenance) Current(now time.Time) (Span, bool) {
@@ -93,6 +96,9 @@ func (m *Maintenance) Next(now time.Time) (Span, bool) {
 // NextChange is when the lane next enters or leaves maintenance after
 // now; zero without windows.
 func (m *Maintenance) NextChange(now time.Time) time.Time {
+	if len(m.windows) == 0 { // every reschedule asks: answer at once
+		return time.Time{}
+	}
 	s, ok := m.Next(now)
 	switch {
 	case !ok:
@@ -125,6 +131,12 @@ func (m *Maintenance) Shift(t time.Time, d time.Duration) time.Time {
 		}
 	}
 	return t.Add(d)
+}
+
+// Forecast is Shift: a start span ahead of at is held over every window
+// on the way.
+func (m *Maintenance) Forecast(at time.Time, span time.Duration) (time.Time, bool) {
+	return m.Shift(at, span), true
 }
 
 // between returns the merged spans that meet [from, to), sorted.

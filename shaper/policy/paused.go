@@ -45,12 +45,6 @@ func (p *Paused) Holding(now time.Time) bool {
 // scheduled, so nothing about the next start can be predicted.
 func (p *Paused) Indefinite() bool { return p.On && p.Until.IsZero() }
 
-// Started does nothing: a pause does not follow the lane's tries.
-func (p *Paused) Started(time.Time, Try) {}
-
-// Finished does nothing.
-func (p *Paused) Finished(time.Time, Answer) {}
-
 // Quiet reports whether no pause is on and the lane started after the
 // last timed one ended: Gate answers that end, which the schedule is past.
 func (p *Paused) Quiet(last time.Time) bool { return !p.On && !p.floor.After(last) }
@@ -69,4 +63,30 @@ func (p *Paused) Gate(now time.Time, _ int) Gate {
 		p.floor, p.On, p.Until = p.Until, false, time.Time{}
 	}
 	return Gate{NotBefore: p.floor}
+}
+
+// Mark is MarkPaused and MarkIdle while the pause is on (as its last Gate
+// left it).
+func (p *Paused) Mark() Mark {
+	if p.On {
+		return MarkPaused | MarkIdle
+	}
+	return 0
+}
+
+// Forecast waits out a timed pause that runs at at; ok is false while a
+// pause without an end is on.
+func (p *Paused) Forecast(at time.Time, span time.Duration) (time.Time, bool) {
+	if p.Indefinite() {
+		return time.Time{}, false
+	}
+	if p.On && at.Before(p.Until) {
+		at = p.Until
+	}
+	return at.Add(span), true
+}
+
+// Describe shows whether the pause holds starts at now, and until when.
+func (p *Paused) Describe(now time.Time, v *View) {
+	v.Paused, v.PausedUntil = p.Holding(now), p.Until
 }

@@ -19,11 +19,17 @@ func TestPaused(t *testing.T) {
 		{"still paused after answers", true, Gate{Held: true}},
 		{"resumed", false, Gate{}},
 	}
+	// Whatever the tries: it books none (it plays neither Starter nor
+	// Finisher).
+	if _, ok := any(&p).(Starter); ok {
+		t.Fatal("Paused books starts")
+	}
+	if _, ok := any(&p).(Finisher); ok {
+		t.Fatal("Paused books answers")
+	}
 	for i, st := range steps {
 		now := t0.Add(time.Duration(i) * time.Second)
 		p.On = st.on
-		p.Started(now, try(now))
-		p.Finished(now, Answer{Try: try(now), Class: Succeeded})
 		if g := p.Gate(now, 1); g != st.want {
 			t.Fatalf("%s: Gate = %+v, want %+v", st.name, g, st.want)
 		}

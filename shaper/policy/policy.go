@@ -6,15 +6,12 @@ import (
 	"github.com/shaperd/shaper/queue"
 )
 
-// A Policy observes a lane's tries and answers when the lane may start next
-// and how fast. The lane calls every method under its own lock, with the
-// scheduler's or the delivery's now, so a Policy needs no lock of its own
-// and never reads the clock.
+// A Policy answers when a lane may start next and how fast. What else it
+// does is an optional role of its own (roles.go), so that no policy
+// carries a method it has nothing to do in. The lane calls every method
+// under its own lock, with the scheduler's or the delivery's now, so a
+// Policy needs no lock of its own and never reads the clock.
 type Policy interface {
-	// Started books a try the lane started at now.
-	Started(now time.Time, t Try)
-	// Finished books the answer to a try, received at now.
-	Finished(now time.Time, a Answer)
 	// Gate is what the policy allows at now with inflight tries in flight.
 	// It may advance state that time alone changes (a quota refilled at its
 	// reset, a pause seen to end).
@@ -22,8 +19,9 @@ type Policy interface {
 	// Quiet reports whether Gate would now change nothing and answer
 	// nothing that binds a lane whose last start took slot last (zero =
 	// none yet): the zero Gate, or a NotBefore not after last, which the
-	// lane's schedule is past already. The lane then skips Gate, so it
-	// must be cheap: most lanes have most policies quiet on every start.
+	// lane's schedule is past already, and no Mark. The lane then skips
+	// Gate, so it must be cheap: most lanes have most policies quiet on
+	// every start.
 	Quiet(last time.Time) bool
 }
 
@@ -98,20 +96,6 @@ func (g Gate) And(o Gate) Gate {
 		g.Limit = o.Limit
 	}
 	g.Held = g.Held || o.Held
-	return g
-}
-
-// Strictest asks every policy of ps that is not quiet at now and returns
-// the strictest answer of all (see Gate.And); last is the slot of the
-// lane's last start (zero = none). Its NotBefore may be earlier than a
-// quiet policy's, but never later than last when it is.
-func Strictest(now time.Time, inflight int, last time.Time, ps []Policy) Gate {
-	var g Gate
-	for _, p := range ps {
-		if !p.Quiet(last) {
-			g = g.And(p.Gate(now, inflight))
-		}
-	}
 	return g
 }
 

@@ -57,11 +57,13 @@ func TestStrictest(t *testing.T) {
 	ps := []Policy{fixed{g: Gate{NotBefore: at(3), Rate: 50}}, fixed{g: Gate{Rate: 20, Limit: 4}}, fixed{g: Gate{NotBefore: at(7)}},
 		fixed{g: Gate{Held: true, Rate: 1}, quiet: true}}
 	want := Gate{NotBefore: at(7), Rate: 20, Limit: 4}
-	if got := Strictest(t0, 0, time.Time{}, ps); got != want {
-		t.Errorf("Strictest = %+v, want %+v (the quiet one skipped)", got, want)
+	set := Compose(ps...)
+	if got, _ := set.Gate(t0, 0, time.Time{}); got != want {
+		t.Errorf("Set.Gate = %+v, want %+v (the quiet one skipped)", got, want)
 	}
-	if got := Strictest(t0, 0, time.Time{}, nil); got != (Gate{}) {
-		t.Errorf("Strictest of none = %+v, want the zero Gate", got)
+	var none Set
+	if got, _ := none.Gate(t0, 0, time.Time{}); got != (Gate{}) {
+		t.Errorf("Set.Gate of none = %+v, want the zero Gate", got)
 	}
 }
 

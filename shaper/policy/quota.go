@@ -8,7 +8,8 @@ import (
 // Quota is what a downstream advertised about its rate limit with one
 // answer (the IETF RateLimit-Policy and RateLimit fields, X-RateLimit-*),
 // reduced by the sink to its most restrictive policy: the lowest Limit ÷
-// Window, and the fewest Remaining.
+// Window, and the fewest Remaining. It travels on the Answer, so every
+// policy that books answers can read it.
 type Quota struct {
 	// Limit is how many tries the downstream allows per Window; 0 = not
 	// advertised.
@@ -34,21 +35,17 @@ const MaxQuotaPause = time.Hour
 // more than the remaining quota (until the reset, or, without one, until an
 // answer tells more; with nothing in flight one probe may go), and
 // "remaining 0" on an answer that is not itself a pushback pauses the lane
-// until the reset through Pause. Its Cap (limit ÷ window) is the adaptive
-// rate's ceiling. The zero value knows nothing and holds nothing.
+// until the reset: Finished returns QuotaPaused with Hold set, for the
+// lane's Holder (its Pushback: one pause, however the downstream asked for
+// it). Its Cap (limit ÷ window) is the adaptive rate's ceiling, which
+// Adaptive learns from the same answers. The zero value knows nothing and
+// holds nothing.
 type Advertised struct {
-	// Pause is the lane's Pushback, which a used-up quota pauses until its
-	// reset (one pause, however the downstream asked for it); nil = none.
-	Pause *Pushback
-	// OnPause is called when a used-up quota paused the lane; nil = none.
-	OnPause func(t Try, until time.Time)
 	// MaxWait is the lane's max wait; a pause is at most that long (and at
 	// most MaxQuotaPause). 0 = unbounded.
 	MaxWait time.Duration
 
-	limit  int           // the last advertised Limit; 0 = none
-	window time.Duration // advertised, or learned from the longest reset
-	cap    float64       // limit ÷ window in starts per second; 0 = none
+	quotaCap
 
 	known   bool      // left holds: the downstream said how many are left
 	left    int       // starts the quota still allows until resetAt
@@ -61,12 +58,12 @@ type Advertised struct {
 func (s *Advertised) Started(time.Time, Try) { s.left-- }
 
 // Finished books what an answer advertised: the limit and window (the
-// cap), how many starts are left (less those in flight) until when, and a
-// pause when none is left.
-func (s *Advertised) Finished(now time.Time, a Answer) {
+// cap), how many starts are left (less those in flight) until when, and
+// asks for a pause when none is left.
+func (s *Advertised) Finished(now time.Time, a Answer) Event {
 	q := a.Quota
 	if q == nil {
-		return
+		return Event{}
 	}
 	s.learn(q)
 	newer := q.Remaining >= 0 && !a.Slot().Before(s.newest)
@@ -86,19 +83,27 @@ func (s *Advertised) Finished(now time.Time, a Answer) {
 		if s.known && !at.IsZero() && at.Before(s.resetAt) {
 			s.resetAt = at
 		}
-		return
+		return Event{}
 	}
 	s.newest, s.lastRem = a.Slot(), q.Remaining
 	s.known, s.left, s.resetAt = true, q.Remaining-a.Inflight, at
-	if q.Remaining == 0 && !at.IsZero() && a.Class != PushedBack && s.Pause != nil &&
-		s.Pause.Hold(now, at) && s.OnPause != nil {
-		s.OnPause(a.Try, at)
+	if q.Remaining == 0 && !at.IsZero() && a.Class != PushedBack {
+		return Event{Kind: QuotaPaused, At: at, Hold: true}
 	}
+	return Event{}
+}
+
+// quotaCap is a downstream's advertised limit ÷ window, learned from the
+// quotas its answers carry. The zero value knows none.
+type quotaCap struct {
+	limit  int           // the last advertised Limit; 0 = none
+	window time.Duration // advertised, or learned from the longest reset
+	cap    float64       // limit ÷ window in starts per second; 0 = none
 }
 
 // learn takes the quota's limit and window (or learns the window from its
 // reset) and derives the rate cap.
-func (s *Advertised) learn(q *Quota) {
+func (s *quotaCap) learn(q *Quota) {
 	if q.Limit > 0 {
 		s.limit = q.Limit
 	}
@@ -161,3 +166,6 @@ type QuotaState struct {
 func (s *Advertised) State() QuotaState {
 	return QuotaState{Limit: s.limit, Window: s.window, Left: s.left, Known: s.known, ResetAt: s.resetAt}
 }
+
+// Describe shows what the policy knows.
+func (s *Advertised) Describe(_ time.Time, v *View) { v.Quota = s.State() }

@@ -47,7 +47,8 @@ func TestAdvertised(t *testing.T) {
 	}
 	var pb Pushback
 	var pauses []time.Time
-	s := Advertised{Pause: &pb, OnPause: func(_ Try, until time.Time) { pauses = append(pauses, until) }}
+	var s Advertised
+	set := Compose(&s, &pb) // the quota's pause goes through the Pushback
 	for _, st := range []step{
 		{name: "nothing known", now: at(0), want: Gate{}},
 		{name: "3 left", now: at(10), quota: q(10, 3, time.Second), want: Gate{}},
@@ -64,7 +65,11 @@ func TestAdvertised(t *testing.T) {
 			s.Started(st.now, try(st.now))
 		}
 		if st.quota != nil {
-			s.Finished(st.now, Answer{Try: try(st.now), Class: st.class, Quota: st.quota, Inflight: st.inflight})
+			for _, ev := range set.Finished(st.now, Answer{Try: try(st.now), Class: st.class, Quota: st.quota, Inflight: st.inflight}) {
+				if ev.Kind == QuotaPaused {
+					pauses = append(pauses, ev.At)
+				}
+			}
 		}
 		if g := s.Gate(st.now, st.inflight); g != st.want {
 			t.Fatalf("%s: gate %+v, want %+v", st.name, g, st.want)
@@ -74,7 +79,7 @@ func TestAdvertised(t *testing.T) {
 		}
 	}
 	if len(pauses) != 1 || !pauses[0].Equal(at(3100)) {
-		t.Errorf("OnPause called with %v, want once with the reset", pauses)
+		t.Errorf("paused (QuotaPaused) with %v, want once with the reset", pauses)
 	}
 	if s.Cap() != 10.0/3 {
 		t.Errorf("cap %v, want 10 per 3 s (the window: the longest reset seen)", s.Cap())
@@ -107,8 +112,9 @@ func TestAdvertisedHeldWithoutReset(t *testing.T) {
 // that long.
 func TestAdvertisedPauseBounded(t *testing.T) {
 	var pb Pushback
-	s := Advertised{Pause: &pb, MaxWait: 3 * time.Second}
-	s.Finished(at(0), Answer{Try: try(at(0)), Quota: &Quota{Remaining: 0, Reset: MaxQuotaPause}})
+	s := Advertised{MaxWait: 3 * time.Second}
+	set := Compose(&s, &pb)
+	set.Finished(at(0), Answer{Try: try(at(0)), Quota: &Quota{Remaining: 0, Reset: MaxQuotaPause}})
 	if !pb.Until().Equal(at(3000)) {
 		t.Errorf("paused until %v, want max wait after the answer (%v)", pb.Until(), at(3000))
 	}
