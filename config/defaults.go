@@ -3,9 +3,9 @@ package config
 import (
 	"github.com/shaperd/shaper/limiter/natskv"
 	"github.com/shaperd/shaper/queue/jetstream"
-	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/producer"
+	"github.com/shaperd/shaper/shaper/settings"
 	"github.com/shaperd/shaper/shaper/sink"
 )
 
@@ -34,7 +34,7 @@ func Defaults() Config {
 			MaxPayload:    1 << 20,
 			DedupeWindow:  jetstream.DefaultDedupeWindow,
 		},
-		ShutdownGrace: shaper.DefaultShutdownGrace,
+		ShutdownGrace: settings.DefaultShutdownGrace,
 	}
 }
 
@@ -47,12 +47,12 @@ func Defaults() Config {
 // (DeadLetterSubject).
 func DefaultDownstream() Downstream {
 	return Downstream{
-		Concurrency: shaper.DefaultConcurrency,
+		Concurrency: settings.DefaultConcurrency,
 		Queue: Queue{Backend: BackendJetStream, MaxCost: 1, Fairness: FairnessNone, Priorities: 1,
-			MaxDelay: shaper.DefaultMaxDelay},
-		Retry: Retry{MaxAttempts: shaper.DefaultMaxAttempts, InitialBackoff: shaper.DefaultInitialBackoff,
-			MaxBackoff: shaper.DefaultMaxBackoff},
-		DeadLetters: DeadLetters{MaxAge: shaper.DefaultDeadLetterMaxAge, MaxCount: shaper.DefaultDeadLetterMaxCount},
+			MaxDelay: settings.DefaultMaxDelay},
+		Retry: Retry{MaxAttempts: settings.DefaultMaxAttempts, InitialBackoff: settings.DefaultInitialBackoff,
+			MaxBackoff: settings.DefaultMaxBackoff},
+		DeadLetters: DeadLetters{MaxAge: settings.DefaultDeadLetterMaxAge, MaxCount: settings.DefaultDeadLetterMaxCount},
 		RateControl: RateFixed,
 		Breaker: Breaker{Failures: policy.DefaultBreakerFailures, OpenFor: policy.DefaultBreakerOpenFor,
 			MaxOpenFor: policy.DefaultBreakerMaxOpenFor},

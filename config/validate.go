@@ -11,15 +11,15 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/limiter"
-	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/settings"
 
 	"golang.org/x/crypto/bcrypt"
 )
 
 // Bounds enforced by Validate; messages state them.
 const (
-	MinRate        = 1.0 / 3600     // per second (1/h), for downstream and admission rates
-	MaxRate        = shaper.MaxRate // per second
+	MinRate        = 1.0 / 3600       // per second (1/h), for downstream and admission rates
+	MaxRate        = settings.MaxRate // per second
 	MaxConcurrency = 10000
 	MaxCapacity    = 1000000
 	MaxBurst       = 1000000
@@ -184,8 +184,8 @@ func (d Downstream) validate(v validator, p, prefix string) {
 		v.add(k, "%q is not a queue backend; use jetstream or memory", d.Queue.Backend)
 	}
 	v.duration(p+"queue.max_wait", d.Queue.MaxWait, 0, MaxMaxWait)
-	v.intRange(p+"queue.priorities", d.Queue.Priorities, 1, shaper.MaxPriorities)
-	v.duration(p+"queue.max_delay", d.Queue.MaxDelay, time.Millisecond, shaper.MaxMaxDelay)
+	v.intRange(p+"queue.priorities", d.Queue.Priorities, 1, settings.MaxPriorities)
+	v.duration(p+"queue.max_delay", d.Queue.MaxDelay, time.Millisecond, settings.MaxMaxDelay)
 	d.validatePolicies(v, p)
 	if k := p + "maintenance"; v.ok(k) {
 		if _, err := d.Maintenance.Parse(); err != nil {

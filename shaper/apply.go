@@ -198,7 +198,7 @@ func (s *Shaper) removeLane(l *lane, now time.Time) {
 	l.mu.Lock()
 	l.removed = true
 	if l.pause.Resume() { // nobody could resume it any more: drain now
-		l.sched.restartFrom(now)
+		l.sched.RestartFrom(now)
 	}
 	l.reschedule(now)
 	idle := l.idle()

@@ -78,7 +78,7 @@ func (l *lane) level(now time.Time) int { return l.q.Cost() + l.leaking(now) }
 // leaking is the part of level the last start still holds: the slots of
 // its drain intervals not yet over at now. Requires l.mu.
 func (l *lane) leaking(now time.Time) int {
-	n, _ := l.sched.held(now)
+	n, _ := l.sched.Held(now)
 	return n
 }
 
@@ -93,7 +93,7 @@ func (l *lane) slotFreesIn(now time.Time) time.Duration {
 		return 0
 	}
 	next := l.nextFreeAt(now)
-	return predict.SlotFreesIn(now, next, l.sched.interval)
+	return predict.SlotFreesIn(now, next, l.sched.Interval())
 }
 
 // levelFreesIn is the Retry-After for a job that finds the bucket need
@@ -106,8 +106,8 @@ func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
 	if !l.scheduled(now) {
 		return 0
 	}
-	held, first := l.sched.held(now)
-	return predict.LevelFreesIn(now, need, held, first, l.sched.interval,
+	held, first := l.sched.Held(now)
+	return predict.LevelFreesIn(now, need, held, first, l.sched.Interval(),
 		func() time.Time { return l.nextFreeAt(now) })
 }
 
@@ -116,7 +116,7 @@ func (l *lane) levelFreesIn(now time.Time, need int) time.Duration {
 // when its own jobs start). Requires l.mu.
 func (l *lane) freesIn(now time.Time, need int) time.Duration {
 	slot := l.slotFreesIn(now)
-	return predict.StartFreesIn(slot, need, l.sched.interval)
+	return predict.StartFreesIn(slot, need, l.sched.Interval())
 }
 
 // dropExpiredFront drops expired jobs at the front of a full queue so they

@@ -15,7 +15,7 @@ import (
 
 // drainOf is the drain time of cost slots at the lane's current rate.
 // Requires l.mu.
-func (l *lane) drainOf(cost int) time.Duration { return l.sched.drainOf(cost) }
+func (l *lane) drainOf(cost int) time.Duration { return l.sched.DrainOf(cost) }
 
 // checkCost refuses a job whose cost exceeds the lane's MaxCost.
 // Requires l.mu.

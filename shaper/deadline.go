@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/pace"
 	"github.com/shaperd/shaper/shaper/predict"
 )
 
@@ -17,7 +18,7 @@ import (
 // breaker) plus the queued cost ahead of the job (queue.Intake.Ahead: the
 // more urgent levels' and its own level's jobs before it) times the
 // interval, no earlier than a delayed job's instant, plus the scheduler's
-// lateness budget (catchUp, 20 ms) as a margin. It ignores jobs that will
+// lateness budget (pace.CatchUp, 20 ms) as a margin. It ignores jobs that will
 // expire ahead of it and retries still to come, so it errs on the side of
 // admitting. The holds the policies know ahead (policy.Forecaster: a timed
 // pause, the maintenance windows) are counted: the next slot is after the
@@ -29,7 +30,7 @@ import (
 // predictStart is when a job with ahead slots of cost before it would
 // start; false while no start is scheduled (see scheduled). Requires l.mu.
 func (l *lane) predictStart(now time.Time, ahead int) (time.Time, bool) {
-	return l.policies.Forecast(later(l.nextStartAt(now), now), time.Duration(ahead)*l.sched.interval)
+	return l.policies.Forecast(later(l.nextStartAt(now), now), time.Duration(ahead)*l.sched.Interval())
 }
 
 // checkDeadline rejects job as would_expire when its predicted start passes
@@ -44,10 +45,10 @@ func (l *lane) checkDeadline(now time.Time, job *queue.Job, rc Receipt) (Receipt
 	ready := later(now, job.NotBefore) // a delayed job's wait counts from its instant
 	start, _ := l.predictStart(now, l.q.Ahead(job, now))
 	start = later(start, ready)
-	// The scheduler may start a job up to catchUp after its slot (a late
+	// The scheduler may start a job up to pace.CatchUp after its slot (a late
 	// wake-up), and expiry is strict; a job predicted to start within that
 	// margin of its deadline is refused too, or it could expire after all.
-	late := predict.Late(start, ready, wait, catchUp)
+	late := predict.Late(start, ready, wait, pace.CatchUp)
 	if late <= 0 || l.shadowed(ReasonWouldExpire) {
 		return rc, true
 	}

@@ -30,7 +30,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	l.c.tries++
 	l.c.trySeconds += now.Sub(job.Dispatched).Seconds()
 	if l.perKey.Finished(job) || l.inflight >= l.limit {
-		l.sched.restartFrom(now) // was at its cap (the lane's or the key's): no catch-up for the time blocked
+		l.sched.RestartFrom(now) // was at its cap (the lane's or the key's): no catch-up for the time blocked
 	}
 	l.inflight--
 	if fb.Malformed > 0 {
@@ -47,7 +47,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		// A durable queue holds the store's slot to the end of the job's
 		// interval, as level() does for the memory queue.
 		if l.q.Settler != nil {
-			l.q.Settler.Ack(job, job.Slot.Add(l.sched.drainOf(queue.JobCost(job))))
+			l.q.Settler.Ack(job, job.Slot.Add(l.sched.DrainOf(queue.JobCost(job))))
 		}
 		l.countOutcome(OutcomeSuccess)
 	case a.Cancelled && l.q.Settler != nil && l.q.Settler.Keep(job):

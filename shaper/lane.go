@@ -10,6 +10,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/pace"
 	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/wake"
 )
@@ -27,8 +28,8 @@ type lane struct {
 	blocking atomic.Bool
 
 	mu       sync.Mutex
-	cfg      LaneSettings // normalized
-	sched    schedule     // when the next start may be, at what rate
+	cfg      LaneSettings  // normalized
+	sched    pace.Schedule // when the next start may be, at what rate
 	q        queue.Roles
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
@@ -136,7 +137,7 @@ func (l *lane) kickAt(now time.Time) {
 func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.cfg = cfg
 	l.configurePolicies(cfg)
-	l.sched.setRate(l.gate(now).Rate)
+	l.sched.SetRate(l.gate(now).Rate)
 	l.q.Configure(queueSettings(cfg))
 	l.perKey.SetMax(cfg.KeyConcurrency)
 	l.m.Capacity.Set(float64(cfg.Capacity))
@@ -166,7 +167,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		if !ok {
 			break
 		}
-		slot := l.sched.slotFor(readyAt, g.NotBefore)
+		slot := l.sched.SlotFor(readyAt, g.NotBefore)
 		if slot.After(now) {
 			break
 		}
@@ -181,7 +182,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 			l.fail(job, fmt.Errorf("%d attempts used (redelivered after the daemon stopped mid-delivery)", job.Failures))
 			continue
 		}
-		l.start(job, later(slot, now.Add(-catchUp)), now)
+		l.start(job, later(slot, now.Add(-pace.CatchUp)), now)
 		if l.inflight >= l.limit {
 			// At its cap (a lane at 1 in flight, after every start): a
 			// start changes no policy's Limit, so no gate taken now could
@@ -205,7 +206,7 @@ func (l *lane) mayStart(g policy.Gate) bool {
 // start launches one delivery on a delivery worker (workers.go); slot is
 // the schedule position it takes. Requires l.mu.
 func (l *lane) start(job *queue.Job, slot, now time.Time) {
-	l.sched.start(slot, queue.JobCost(job))
+	l.sched.Start(slot, queue.JobCost(job))
 	l.inflight++
 	l.perKey.Started(job)
 	job.Attempt++
@@ -256,7 +257,7 @@ func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 	if !l.mayStart(g) {
 		ok = false // an answer or a change reschedules
 	} else if ok {
-		at = l.sched.slotFor(readyAt, g.NotBefore)
+		at = l.sched.SlotFor(readyAt, g.NotBefore)
 	}
 	// Wake when a policy changes with time alone (a maintenance window
 	// begins or ends), jobs or not, so that what the lane exports follows.

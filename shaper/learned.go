@@ -33,7 +33,7 @@ func (l *lane) restore(v policy.Learned, now time.Time) bool {
 // the lane jobs at now and policy.Kept calls it a takeover; the lane's
 // starts are held until the read answers. Requires l.mu.
 func (l *lane) noteFetched(now time.Time) {
-	if l.s.keeper == nil || l.s.closing.Load() || !l.kept.Takeover(now, l.sched.last) {
+	if l.s.keeper == nil || l.s.closing.Load() || !l.kept.Takeover(now, l.sched.Last()) {
 		return
 	}
 	if _, ok := l.q.NextReady(); !ok {
@@ -52,7 +52,7 @@ func (l *lane) KeptName() string { return l.name }
 func (l *lane) ToSave(now time.Time) (policy.Learned, uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.kept.ToSave(now, l.sched.rate, l.adaptive.Window())
+	return l.kept.ToSave(now, l.sched.Rate(), l.adaptive.Window())
 }
 
 // Saved records that v was saved (keep.Lane).
@@ -71,7 +71,7 @@ func (l *lane) Reloaded(v policy.Learned, ok bool, now time.Time) {
 	if ok {
 		l.restore(v, now)
 	}
-	l.sched.restartFrom(now) // no catch-up for the time held
+	l.sched.RestartFrom(now) // no catch-up for the time held
 	l.reschedule(now)
 }
 

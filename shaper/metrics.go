@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 // Outcome is how a started job ended, the outcome label of
@@ -31,7 +32,7 @@ var (
 // for jobs naming no lane. A nil reg leaves them unregistered.
 func NewMetrics(reg prometheus.Registerer) *metrics.Metrics {
 	return metrics.New(reg, metrics.Labels{
-		Unknown: unknownLabel, Rejected: labels(rejectReasons), BadRequest: string(ReasonBadRequest),
+		Unknown: settings.Unknown, Rejected: labels(rejectReasons), BadRequest: string(ReasonBadRequest),
 		Dropped: labels(dropReasons), IntakeDrop: string(ReasonSlowConsumer),
 		Outcomes: labels(outcomes), Success: string(OutcomeSuccess), Shadow: labels(shadowReasons),
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/pace"
 )
 
 // TestSeedBurst is the README's example: 15 jobs at once into capacity 10 at 2/s.
@@ -87,7 +88,7 @@ func TestPacingRates(t *testing.T) {
 				if len(starts) != tc.jobs {
 					t.Fatalf("%d starts in %v, want %d", len(starts), span, tc.jobs)
 				}
-				iv := interval(tc.rate)
+				iv := pace.IntervalOf(tc.rate)
 				for k, at := range starts {
 					if at != time.Duration(k)*iv {
 						t.Fatalf("start %d at %v, want %v", k, at, time.Duration(k)*iv)
@@ -163,8 +164,8 @@ func TestLateSchedulerCatchUpBounded(t *testing.T) {
 		if got := len(sink.all()); got != 1+21 {
 			t.Fatalf("%d starts, want 22: one at 0, then slots 30..50 ms", got)
 		}
-		if want := t0.Add(51 * time.Millisecond); !l.sched.next.Equal(want) {
-			t.Errorf("next = %v, want %v", l.sched.next.Sub(t0), want.Sub(t0))
+		if want := t0.Add(51 * time.Millisecond); !l.sched.Next().Equal(want) {
+			t.Errorf("next = %v, want %v", l.sched.Next().Sub(t0), want.Sub(t0))
 		}
 		_ = sh.deliveries.Stop() // no Run to stop the delivery workers
 	})

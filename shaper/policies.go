@@ -38,10 +38,10 @@ func (l *lane) configurePolicies(cfg LaneSettings) {
 // configured rate and concurrency folded into Rate and Limit (so both are
 // set). A new rate applies to the schedule at once. Requires l.mu.
 func (l *lane) gate(now time.Time) policy.Gate {
-	g, m := l.policies.Gate(now, l.inflight, l.sched.last)
+	g, m := l.policies.Gate(now, l.inflight, l.sched.Last())
 	g = g.And(policy.Gate{Rate: l.cfg.Rate, Limit: l.cfg.Concurrency})
-	if g.Rate != l.sched.rate {
-		l.sched.setRate(g.Rate)
+	if g.Rate != l.sched.Rate() {
+		l.sched.SetRate(g.Rate)
 	}
 	l.limit = g.Limit
 	l.show(m)
@@ -52,7 +52,7 @@ func (l *lane) gate(now time.Time) policy.Gate {
 // schedule's next slot, no earlier than any policy allows (a pushback's
 // end, an open breaker's probe). It may lie in the past. Requires l.mu.
 func (l *lane) nextStartAt(now time.Time) time.Time {
-	return later(l.sched.next, l.gate(now).NotBefore)
+	return later(l.sched.Next(), l.gate(now).NotBefore)
 }
 
 // scheduled reports whether the policies schedule any start as of now: not
@@ -66,7 +66,7 @@ func (l *lane) scheduled(now time.Time) bool {
 // controller had learned it; it applies to queued jobs. Requires l.mu.
 func (l *lane) setRate(rate float64) {
 	l.adaptive.SetRate(rate)
-	l.sched.setRate(rate)
+	l.sched.SetRate(rate)
 	l.show(l.shown.mark)
 }
 
@@ -85,7 +85,7 @@ type shown struct {
 // policies' last Gate marked (m). Gauges are written only when a value
 // changed. Requires l.mu.
 func (l *lane) show(m policy.Mark) {
-	v := shown{mark: m, rate: l.sched.rate, set: true}
+	v := shown{mark: m, rate: l.sched.Rate(), set: true}
 	if m&policy.MarkIdle != 0 {
 		v.rate = 0
 	}

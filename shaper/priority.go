@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 // Priorities and delays (Policies.Priorities, Policies.MaxDelay): the
@@ -32,10 +33,10 @@ func (l *lane) checkSchedule(now time.Time, job *queue.Job, rc Receipt) (Receipt
 	switch {
 	case d <= 0:
 		return rc, true
-	case d > cmp0(l.cfg.MaxDelay, DefaultMaxDelay):
+	case d > cmp0(l.cfg.MaxDelay, settings.DefaultMaxDelay):
 		return l.s.reject(l, rc, ReasonBadRequest, 0,
 			fmt.Errorf("the job is delayed %s, beyond downstream %q's queue.max_delay %s",
-				d.Round(time.Millisecond), l.name, cmp0(l.cfg.MaxDelay, DefaultMaxDelay))), false
+				d.Round(time.Millisecond), l.name, cmp0(l.cfg.MaxDelay, settings.DefaultMaxDelay))), false
 	}
 	return rc, true
 }

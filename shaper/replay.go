@@ -154,7 +154,7 @@ func (l *lane) replayWait(now time.Time) (time.Duration, bool) {
 	case l.q.Len() > 0: // live jobs wait: at best they have all started after their drain time
 		return max(free, 0) + l.drainOf(l.q.Cost()), true
 	case !l.scheduled(now) || l.inflight >= l.cfg.Concurrency:
-		return max(free, l.sched.interval), true
+		return max(free, l.sched.Interval()), true
 	case free > 0:
 		return free, true
 	}

@@ -75,7 +75,7 @@ func (s *Shaper) PauseUntil(name string, until time.Time) error {
 			return
 		}
 		if !l.pause.On {
-			l.sched.restartFrom(now)
+			l.sched.RestartFrom(now)
 			l.reschedule(now)
 			s.log.Info("downstream resumed (a pause until a time already past)", "downstream", name)
 			return
@@ -97,7 +97,7 @@ func (s *Shaper) Resume(name string) error {
 		if !l.pause.Resume() {
 			return
 		}
-		l.sched.restartFrom(now)
+		l.sched.RestartFrom(now)
 		l.reschedule(now)
 		s.log.Info("downstream resumed", "downstream", name)
 	})

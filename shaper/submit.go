@@ -10,6 +10,7 @@ import (
 	"github.com/shaperd/shaper/limiter"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 // sweepEvery is how often a lane lets its admission limiter reap idle keys
@@ -103,10 +104,10 @@ func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job) submission {
 	case l != nil:
 		return l.submit(now, job, rc)
 	case s.closing.Load():
-		s.met.Received(unknownLabel)
+		s.met.Received(settings.Unknown)
 		return submission{rc: s.reject(nil, rc, ReasonUnavailable, 0, errShuttingDown)}
 	default:
-		s.met.Received(unknownLabel)
+		s.met.Received(settings.Unknown)
 		return submission{rc: s.reject(nil, rc, ReasonUnknownDownstream, 0,
 			s.unknownDownstream(job.Downstream))}
 	}
@@ -341,7 +342,7 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 func (s *Shaper) reject(l *lane, rc Receipt, r Reason, retryAfter time.Duration, err error) Receipt {
 	rc.Accepted, rc.Reason, rc.RetryAfter, rc.Err = false, r, retryAfter, err
 	if l == nil {
-		s.met.Rejected(unknownLabel, string(r))
+		s.met.Rejected(settings.Unknown, string(r))
 		return rc
 	}
 	l.c.rejected[r]++

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/producer"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 const (
@@ -25,7 +25,7 @@ type scheduleHeaders struct {
 
 // parseSchedule parses a job's priority and delay headers at now. The
 // priority is checked here against the most levels any downstream may
-// have (shaper.MaxPriorities), and against the downstream's own
+// have (settings.MaxPriorities), and against the downstream's own
 // queue.priorities by its lane; likewise the delay against
 // queue.max_delay. Shaper-Delay is a Go duration ≥ 0; Shaper-Not-Before
 // an RFC 3339 time (fractions of a second kept), one in the past meaning
@@ -38,9 +38,9 @@ func parseSchedule(now time.Time, hdr http.Header) (scheduleHeaders, error) {
 	}
 	if p != "" {
 		n, err := strconv.Atoi(p)
-		if err != nil || n < 0 || n >= shaper.MaxPriorities {
+		if err != nil || n < 0 || n >= settings.MaxPriorities {
 			return s, fmt.Errorf("header %s %q is not valid: write a whole number 0..queue.priorities−1 "+
-				"(0 is the most urgent; at most %d)", hdrPriority, truncate(p, 32), shaper.MaxPriorities-1)
+				"(0 is the most urgent; at most %d)", hdrPriority, truncate(p, 32), settings.MaxPriorities-1)
 		}
 		s.priority = n + 1
 	}
