@@ -141,7 +141,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 			st.AdmissionKeys, st.AdmissionKeysEvicted = &as.Keys, &as.Evictions
 		}
 	}
-	st.AdvertisedQuota, st.Breaker = advertised(v.Quota), v.Breaker
+	st.AdvertisedQuota, st.Breaker = v.Quota.Shown(), v.Breaker
 	if t := v.ProbeAt; st.Breaker == policy.BreakerOpen {
 		st.BreakerUntil = &t
 	}

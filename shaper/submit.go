@@ -94,7 +94,7 @@ type submission struct {
 	rc      Receipt
 	stored  queue.Stored
 	pending bool
-	charged charge
+	charged admission.Charge
 }
 
 // submit answers a job for an unknown lane, or runs l's path.
@@ -135,11 +135,11 @@ func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt) submission {
 	l.c.received++
 	l.m.Received.Inc()
 	rc, ok := l.check(now, job, rc)
-	var c charge
+	var c admission.Charge
 	if ok {
-		var dec decision
+		var dec admission.Answer
 		dec, rc, ok = l.decide(now, job, rc)
-		c = dec.charged(job, now)
+		c = dec.Charge()
 		if ok {
 			rc, ok = l.admitted(job, rc, dec)
 		}
@@ -176,44 +176,18 @@ func (l *lane) await(now time.Time, job *queue.Job, sub submission, done func(Re
 	})
 }
 
-// decision is an admission rule's answer, made under or outside the
-// lane's lock and passed on as a value, with the rule that made it.
-type decision struct {
-	limiter.Decision
-	err error
-	adm admission.Admitter // nil = no rule
-}
-
-// charged is what d charged for job at now: nothing unless a rule
-// admitted it.
-func (d decision) charged(job *queue.Job, now time.Time) charge {
-	if d.adm == nil || d.err != nil || !d.Allowed {
-		return charge{}
-	}
-	return charge{adm: d.adm, key: job.Key, at: now, cost: queue.JobCost(job)}
-}
-
-// charge is what an admission rule charged for a job; the zero value
-// charged nothing.
-type charge struct {
-	adm  admission.Admitter
-	key  string
-	at   time.Time // the decision's instant; the refund is booked at it
-	cost int
-}
-
 // refund gives c back unless rc accepted the job. It runs without a
 // lane's lock; a rule whose store does I/O refunds on a goroutine owned
 // by the Shaper (goRemote), so neither the caller nor a durable queue's
 // store waits for it; when none can start (shutting down, or
 // maxRemoteDecisions in flight) the charge is kept.
-func (s *Shaper) refund(c charge, rc Receipt) {
+func (s *Shaper) refund(c admission.Charge, rc Receipt) {
 	switch {
-	case c.adm == nil || rc.Accepted:
-	case !c.adm.Blocks():
-		c.adm.Refund(c.key, c.at, c.cost)
+	case c.IsZero() || rc.Accepted:
+	case !c.Blocks():
+		c.Refund()
 	default:
-		s.goRemote(func() { c.adm.Refund(c.key, c.at, c.cost) })
+		s.goRemote(c.Refund)
 	}
 }
 
@@ -221,22 +195,17 @@ func (s *Shaper) refund(c charge, rc Receipt) {
 // a decision that does I/O and the checks repeated once it is retaken; ok
 // is false (and rc the rejection) when a repeated check refused.
 // Requires l.mu.
-func (l *lane) decide(now time.Time, job *queue.Job, rc Receipt) (decision, Receipt, bool) {
+func (l *lane) decide(now time.Time, job *queue.Job, rc Receipt) (admission.Answer, Receipt, bool) {
 	adm := l.adm
-	if adm == nil {
-		return decision{Decision: limiter.Decision{Allowed: true}}, rc, true
-	}
-	if now.Sub(l.swept) >= sweepEvery {
+	if adm != nil && now.Sub(l.swept) >= sweepEvery {
 		l.swept = now
 		adm.Sweep(now)
 	}
-	dec := decision{adm: adm}
-	if !adm.Blocks() {
-		dec.Decision, dec.err = adm.AllowAt(job.Key, now, queue.JobCost(job))
-		return dec, rc, true
+	if adm == nil || !adm.Blocks() {
+		return admission.Ask(adm, job.Key, now, queue.JobCost(job)), rc, true
 	}
 	l.mu.Unlock()
-	dec.Decision, dec.err = adm.AllowAt(job.Key, now, queue.JobCost(job))
+	dec := admission.Ask(adm, job.Key, now, queue.JobCost(job))
 	l.mu.Lock()
 	rc, ok := l.check(now, job, rc)
 	return dec, rc, ok
@@ -271,8 +240,8 @@ func (l *lane) check(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) 
 
 // admitted books the admission decision: rc unchanged when d admits job.
 // Requires l.mu.
-func (l *lane) admitted(job *queue.Job, rc Receipt, dec decision) (Receipt, bool) {
-	d, err := dec.Decision, dec.err
+func (l *lane) admitted(job *queue.Job, rc Receipt, dec admission.Answer) (Receipt, bool) {
+	d, err := dec.Decision, dec.Err
 	switch {
 	case errors.Is(err, admission.ErrUnavailable):
 		return l.s.reject(l, rc, ReasonUnavailable, retryUnavailable, plainf(err, "the admission store of downstream %s did not answer, so the job was not taken; retry in %s", l.name, retryUnavailable)), false

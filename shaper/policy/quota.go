@@ -162,6 +162,34 @@ type QuotaState struct {
 	ResetAt time.Time // zero = not said
 }
 
+// AdvertisedQuota is a downstream's advertised quota as a lane's status
+// shows it (the admin API's advertised_quota): Limit starts per
+// WindowSeconds, and (when the downstream said so) how many are left
+// until ResetAt.
+type AdvertisedQuota struct {
+	Limit         int        `json:"limit"`
+	WindowSeconds float64    `json:"window_seconds"`
+	Remaining     *int       `json:"remaining,omitempty"`
+	ResetAt       *time.Time `json:"reset_at,omitempty"`
+}
+
+// Shown is q as a lane's status shows it; nil when nothing was advertised.
+func (q QuotaState) Shown() *AdvertisedQuota {
+	if q.Limit <= 0 || q.Window <= 0 {
+		return nil
+	}
+	a := &AdvertisedQuota{Limit: q.Limit, WindowSeconds: q.Window.Seconds()}
+	if q.Known {
+		left := max(q.Left, 0)
+		a.Remaining = &left
+	}
+	if !q.ResetAt.IsZero() {
+		t := q.ResetAt
+		a.ResetAt = &t
+	}
+	return a
+}
+
 // State is what the policy knows now.
 func (s *Advertised) State() QuotaState {
 	return QuotaState{Limit: s.limit, Window: s.window, Left: s.left, Known: s.known, ResetAt: s.resetAt}
