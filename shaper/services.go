@@ -29,9 +29,20 @@ func (s *Shaper) serviceList() []service.Service {
 	return append(list,
 		&service.Funcs{StopFunc: s.dropQueued},
 		s.deliveries,
-		&s.remote,
+		s.remote,
+		&service.Funcs{StopFunc: s.closeIntake},
 		&service.Loop{Run: s.sched.Run},
 	)
+}
+
+// closeIntake makes Submit answer unavailable from now on; the remote
+// decisions in flight (stopped next) then refuse, or have queued their
+// job before the queues are drained.
+func (s *Shaper) closeIntake() error {
+	s.mu.Lock()
+	s.closing.Store(true) // under s.mu: Apply checks it under s.mu
+	s.mu.Unlock()
+	return nil
 }
 
 // dropQueued drops every job still queued with ReasonShutdown (a durable

@@ -79,7 +79,7 @@ type Shaper struct {
 	dl         *dlWorker
 	keeper     *keep.Keeper         // nil without Deps.Rates
 	deliveries *pool.Pool[delivery] // runs the tries (workers.go)
-	remote     remote               // remote admission decisions in flight (remote_async.go)
+	remote     *pool.Bounded        // remote admission decisions in flight (remote_async.go)
 	services   service.List
 
 	closing atomic.Bool
@@ -113,7 +113,9 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 	}
 	sh.dl = newDLWorker(sh)
 	sh.deliveries = pool.New(runDelivery, sh.graceNow, sh.log)
-	sh.remote.init(sh, sh.graceNow)
+	sh.remote = pool.NewBounded(maxRemoteDecisions, sh.graceNow, func() {
+		sh.log.Warn("admission decisions still waiting on the store after the shutdown grace")
+	})
 	if err := sh.Apply(s); err != nil {
 		_ = sh.deliveries.Stop()
 		return nil, err

@@ -61,3 +61,32 @@ func TestTasksReuseIdleWorkers(t *testing.T) {
 		}
 	})
 }
+
+// TestBoundedRefusesPastMaxAndAfterStop: Go refuses while max tasks run
+// and once stopped; Stop waits for the running ones and calls late once
+// the grace has passed.
+func TestBoundedRefusesPastMaxAndAfterStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var late atomic.Bool
+		b := pool.NewBounded(2, grace(time.Second), func() { late.Store(true) })
+		for i := range 2 {
+			if !b.Go(func() { <-release }) {
+				t.Fatalf("task %d refused below max", i)
+			}
+		}
+		if b.Go(func() {}) {
+			t.Fatal("a third task ran past max 2")
+		}
+		go func() { time.Sleep(2 * time.Second); close(release) }()
+		if err := b.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if !late.Load() {
+			t.Fatal("late was not called though the tasks outlasted the grace")
+		}
+		if b.Go(func() {}) {
+			t.Fatal("a task ran after Stop")
+		}
+	})
+}
