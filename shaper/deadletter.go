@@ -31,22 +31,22 @@ type dlItem struct {
 // again later, the downstream's whole backlog waiting. Its backlog is
 // bounded by the jobs the lanes held.
 type dlWorker struct {
-	s       *Shaper
-	box     *outbox.Outbox[dlItem]
-	lastLog time.Time // owned by the outbox's goroutine
-	cancel  context.CancelFunc
-	done    chan struct{} // closed when the outbox's Run returned
+	s                      *Shaper
+	*outbox.Outbox[dlItem]           // the service: Start, and Stop within the grace
+	lastLog                time.Time // owned by the outbox's goroutine
 }
 
 func newDLWorker(s *Shaper) *dlWorker {
 	w := &dlWorker{s: s}
-	w.box = outbox.New[dlItem](w)
+	w.Outbox = outbox.New[dlItem](w, s.graceNow, func() {
+		s.log.Error("dead-letter flush exceeded the shutdown grace; cancelling it")
+	})
 	return w
 }
 
 // add queues a dead letter for job. Requires l.mu (reads l.cfg); never blocks.
 func (w *dlWorker) add(l *lane, job *queue.Job, reason Reason, why string, failed bool) {
-	w.box.Add(dlItem{l: l, dl: DeadLetter{Subject: l.cfg.DeadLetter, Job: job, Reason: reason, Err: why}, failed: failed})
+	w.Add(dlItem{l: l, dl: DeadLetter{Subject: l.cfg.DeadLetter, Job: job, Reason: reason, Err: why}, failed: failed})
 }
 
 // Key orders dead letters per downstream (outbox.Handler).
@@ -101,7 +101,7 @@ func (w *dlWorker) logFailure(it dlItem, err error) {
 	if now := time.Now(); now.Sub(w.lastLog) >= dlLogEvery {
 		w.lastLog, level = now, slog.LevelError
 	}
-	waiting := w.box.Waiting()
+	waiting := w.Waiting()
 	w.log(it).Log(context.Background(), level, "dead letter not stored; the job stays queued and is tried again later",
 		"subject", it.dl.Subject, "store_error", err.Error(), "dead_letters_waiting", waiting)
 }

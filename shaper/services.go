@@ -1,11 +1,9 @@
 package shaper
 
 import (
-	"context"
 	"errors"
 	"io"
 	"sync"
-	"time"
 
 	"github.com/shaperd/shaper/shaper/service"
 )
@@ -112,51 +110,4 @@ func (r *retired) closeAll(s *Shaper) func() error {
 		}
 		return errors.Join(errs...)
 	}
-}
-
-// Start starts publishing dead letters; ctx bounds each DeadLetter call
-// until Stop cancels it.
-func (w *dlWorker) Start(ctx context.Context) error {
-	ctx, w.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	w.done = make(chan struct{})
-	go func() {
-		defer close(w.done)
-		w.box.Run(ctx)
-	}()
-	return nil
-}
-
-// Stop publishes what is queued, within the shutdown grace; past it the
-// calls in flight are cancelled and what is left is abandoned.
-func (w *dlWorker) Stop() error {
-	if w.done == nil {
-		return nil
-	}
-	w.box.Close()
-	waitGrace(w.done, w.s.graceNow(), func() {
-		w.s.log.Error("dead-letter flush exceeded the shutdown grace; cancelling it")
-		w.cancel()
-	})
-	w.cancel()
-	return nil
-}
-
-// waitGrace waits for done; if that takes longer than d it calls late
-// (which should make done close) and keeps waiting.
-func waitGrace(done <-chan struct{}, d time.Duration, late func()) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		late()
-		<-done
-	}
-}
-
-// waitGroupDone is a channel closed once wg's count is zero.
-func waitGroupDone(wg *sync.WaitGroup) <-chan struct{} {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	return done
 }

@@ -13,7 +13,7 @@ const (
 )
 
 // Handler is the consumer of an Outbox's items. Its methods are called by
-// Run's goroutine only.
+// the Outbox's goroutine only.
 type Handler[T any] interface {
 	// Key is the item's key: items of one key are handled in the order
 	// they were added.
@@ -21,7 +21,7 @@ type Handler[T any] interface {
 	// Handle offers the item; it reports whether the item was taken (and
 	// is done with). A refused item is offered again later.
 	Handle(ctx context.Context, it T) bool
-	// Abandon is called for every item left once Run's ctx is cancelled.
+	// Abandon is called for every item left once Stop's grace ran out.
 	Abandon(it T)
 }
 
@@ -32,24 +32,64 @@ type backlog[T any] struct {
 	next  time.Time // no try before
 }
 
-// Outbox queues items for its Handler. Add and Close are safe for
-// concurrent use and never block; Run serves the handler. Create it with
-// New.
+// Outbox queues items for its Handler. Add is safe for concurrent use and
+// never blocks; the goroutine Start starts serves the handler. It is a
+// service (package service): Stop hands out what is queued within a
+// grace, then abandons the rest. Create it with New.
 type Outbox[T any] struct {
 	h      Handler[T]
+	grace  func() time.Duration
+	late   func()
+	cancel context.CancelFunc // ends the handler's calls once the grace ran out
+	done   chan struct{}      // closed when run returned; nil before Start
 	mu     sync.Mutex
 	items  []T // added, not yet in a backlog
 	closed bool
 	wake   chan struct{} // cap 1
 
-	// Owned by Run.
+	// Owned by run.
 	backlogs map[string]*backlog[T] // by key
 	order    []string               // keys with a backlog, first come first
 }
 
-// New returns an empty Outbox that hands its items to h.
-func New[T any](h Handler[T]) *Outbox[T] {
-	return &Outbox[T]{h: h, wake: make(chan struct{}, 1), backlogs: map[string]*backlog[T]{}}
+// New returns an empty Outbox that hands its items to h. Stop gives it
+// grace() to hand out what is queued; past it, late is called and what is
+// left is abandoned.
+func New[T any](h Handler[T], grace func() time.Duration, late func()) *Outbox[T] {
+	return &Outbox[T]{h: h, grace: grace, late: late, wake: make(chan struct{}, 1), backlogs: map[string]*backlog[T]{}}
+}
+
+// Start starts serving the handler; ctx bounds each Handle call until
+// Stop's grace runs out.
+func (o *Outbox[T]) Start(ctx context.Context) error {
+	ctx, o.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	o.done = make(chan struct{})
+	go func() {
+		defer close(o.done)
+		o.run(ctx)
+	}()
+	return nil
+}
+
+// Stop hands out everything queued, within the grace; past it the
+// handler's calls are cancelled and what is left is abandoned. Add must
+// not be called after Stop.
+func (o *Outbox[T]) Stop() error {
+	if o.done == nil {
+		return nil
+	}
+	o.close()
+	t := time.NewTimer(o.grace())
+	defer t.Stop()
+	select {
+	case <-o.done:
+	case <-t.C:
+		o.late()
+		o.cancel()
+		<-o.done
+	}
+	o.cancel()
+	return nil
 }
 
 // Add queues it; it never blocks.
@@ -67,9 +107,9 @@ func (o *Outbox[T]) signal() {
 	}
 }
 
-// Close makes Run return once everything queued is handled, or once its
+// close makes run return once everything queued is handled, or once its
 // ctx is cancelled.
-func (o *Outbox[T]) Close() {
+func (o *Outbox[T]) close() {
 	o.mu.Lock()
 	o.closed = true
 	o.mu.Unlock()
@@ -86,10 +126,10 @@ func (o *Outbox[T]) Waiting() int {
 	return n
 }
 
-// Run handles items until Close and an empty backlog; ctx bounds each
-// Handle call. When ctx is cancelled, what is left is abandoned, and Run
-// waits for Close (abandoning what is added meanwhile).
-func (o *Outbox[T]) Run(ctx context.Context) {
+// run handles items until close and an empty backlog; ctx bounds each
+// Handle call. When ctx is cancelled, what is left is abandoned, and run
+// waits for close (abandoning what is added meanwhile).
+func (o *Outbox[T]) run(ctx context.Context) {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
@@ -121,7 +161,7 @@ func (o *Outbox[T]) Run(ctx context.Context) {
 }
 
 // collect moves added items into their keys' backlogs and reports whether
-// Close was called.
+// close was called.
 func (o *Outbox[T]) collect() bool {
 	o.mu.Lock()
 	items, closed := o.items, o.closed

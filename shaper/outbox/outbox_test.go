@@ -61,21 +61,21 @@ func (h *handler) set(key string, down bool) {
 }
 
 // TestOrderAndRetry: items of a key are handled in order; a refused key's
-// backlog waits 1 s, 2 s, 4 s… while other keys go on; Close returns once
+// backlog waits 1 s, 2 s, 4 s… while other keys go on; Stop returns once
 // everything was taken.
 func TestOrderAndRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &handler{t0: time.Now(), down: map[string]bool{"b": true}}
-		o := New[item](h)
-		done := make(chan struct{})
-		go func() { o.Run(t.Context()); close(done) }()
+		o := New[item](h, func() time.Duration { return time.Hour }, func() { t.Error("late called within the grace") })
+		if err := o.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		for _, it := range []item{{"a", "1"}, {"b", "1"}, {"a", "2"}, {"b", "2"}, {"a", "3"}} {
 			o.Add(it)
 		}
 		time.Sleep(5 * time.Second) // tries of b at 0, 1 s, 3 s
 		h.set("b", false)
-		o.Close()
-		<-done // b's next try at 7 s
+		_ = o.Stop() // b's next try at 7 s
 		if want := []string{"a/1", "a/2", "a/3", "b/1", "b/2"}; !slices.Equal(h.handled, want) {
 			t.Errorf("handled %v, want %v", h.handled, want)
 		}
@@ -83,29 +83,29 @@ func TestOrderAndRetry(t *testing.T) {
 			t.Errorf("b tried at %v, want %v", h.tries, want)
 		}
 		if d := time.Since(h.t0); d != 7*time.Second {
-			t.Errorf("Run returned after %v, want 7s", d)
+			t.Errorf("Stop returned after %v, want 7s", d)
 		}
 	})
 }
 
-// TestAbandon: once Run's ctx is cancelled, what is left is abandoned in
-// order, and so is what is added before Close.
+// TestAbandon: once Stop's grace ran out, late is called and what is left
+// is abandoned in order.
 func TestAbandon(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := &handler{t0: time.Now(), down: map[string]bool{"a": true}}
-		o := New[item](h)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { o.Run(ctx); close(done) }()
+		late := false
+		o := New[item](h, func() time.Duration { return 1500 * time.Millisecond }, func() { late = true })
+		if err := o.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
 		o.Add(item{"a", "1"})
 		o.Add(item{"a", "2"})
 		time.Sleep(time.Second / 2)
-		cancel()
-		synctest.Wait()
-		o.Add(item{"a", "3"})
-		o.Close()
-		<-done
-		if want := []string{"a/1", "a/2", "a/3"}; !slices.Equal(h.abandoned, want) {
+		_ = o.Stop()
+		if !late || time.Since(h.t0) != 2*time.Second {
+			t.Errorf("late %v, Stop returned after %v; want late, at 2s (0.5 s + the grace)", late, time.Since(h.t0))
+		}
+		if want := []string{"a/1", "a/2"}; !slices.Equal(h.abandoned, want) {
 			t.Errorf("abandoned %v, want %v", h.abandoned, want)
 		}
 		if len(h.handled) != 0 {
