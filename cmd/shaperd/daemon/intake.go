@@ -180,7 +180,9 @@ func (in *intake) logCause(job *queue.Job, reason shaper.Reason, err error) {
 	if cause == nil {
 		return
 	}
-	args := []any{"downstream", job.Downstream, "reason", string(reason), "error", err.Error(), "cause", cause.Error()}
+	// Not err's sentence: it may name the job's admission key, which the
+	// log never holds.
+	args := []any{"downstream", job.Downstream, "reason", string(reason), "cause", cause.Error()}
 	if reason == shaper.ReasonUnavailable && in.warnDue(time.Now()) {
 		in.log.Warn("job rejected: the store failed", args...)
 		return
