@@ -37,7 +37,7 @@
 // from the moment it could (no catch-up after idle). Hence starts never
 // exceed rate×W + 1 over a window W except for the bounded catch-up, and the
 // long-run rate equals the effective rate. Deliveries run on a pool of
-// worker goroutines that outlive one try (workers.go), so a blocking sink
+// worker goroutines that outlive one try (package pool), so a blocking sink
 // holds up only its own try; at most Concurrency run per lane.
 //
 // When and how fast a lane may start is decided by its policies (package

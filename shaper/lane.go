@@ -203,7 +203,7 @@ func (l *lane) mayStart(g policy.Gate) bool {
 	return !g.Held && l.inflight < g.Limit && !l.s.closing.Load()
 }
 
-// start launches one delivery on a delivery worker (workers.go); slot is
+// start launches one delivery on a delivery worker (package pool); slot is
 // the schedule position it takes. Requires l.mu.
 func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.sched.Start(slot, queue.JobCost(job))

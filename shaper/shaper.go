@@ -78,7 +78,7 @@ type Shaper struct {
 	sched      *wake.Scheduler[*lane] // one goroutine and one timer for every lane
 	dl         *dlWorker
 	keeper     *keep.Keeper         // nil without Deps.Rates
-	deliveries *pool.Pool[delivery] // runs the tries (workers.go)
+	deliveries *pool.Pool[delivery] // runs the tries (package pool; the task: workers.go)
 	remote     *pool.Bounded        // remote admission decisions in flight (remote_async.go)
 	services   service.List
 

@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 }
 
 // ForDownstreams creates the stored and discarded series of every name
-// (StartRefresh keeps them from then on).
+// (the Refresher keeps them from then on).
 func (m *Metrics) ForDownstreams(names []string) {
 	for _, n := range names {
 		m.stored.WithLabelValues(n)
