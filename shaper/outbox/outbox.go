@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // Pacing of the items the consumer refused.
@@ -79,15 +81,10 @@ func (o *Outbox[T]) Stop() error {
 		return nil
 	}
 	o.close()
-	t := time.NewTimer(o.grace())
-	defer t.Stop()
-	select {
-	case <-o.done:
-	case <-t.C:
+	service.WaitGrace(o.done, o.grace(), func() {
 		o.late()
 		o.cancel()
-		<-o.done
-	}
+	})
 	o.cancel()
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // Bounded runs at most a fixed number of tasks at once, each on a
@@ -57,13 +59,6 @@ func (b *Bounded) Stop() error {
 	b.mu.Unlock()
 	done := make(chan struct{})
 	go func() { b.wg.Wait(); close(done) }()
-	t := time.NewTimer(b.grace())
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-		b.late()
-		<-done
-	}
+	service.WaitGrace(done, b.grace(), b.late)
 	return nil
 }

@@ -22,6 +22,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/shaperd/shaper/shaper/service"
 )
 
 // Idle is how long a worker waits for another task before it may be
@@ -108,15 +110,10 @@ func (p *Pool[T]) Stop() error {
 	p.log.Info("shaper shutting down: finishing in-flight deliveries", "grace", grace)
 	done := make(chan struct{})
 	go func() { p.inflight.Wait(); close(done) }()
-	t := time.NewTimer(grace)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
+	service.WaitGrace(done, grace, func() {
 		p.log.Warn("in-flight deliveries exceeded the shutdown grace; cancelling them")
 		p.cancel()
-		<-done
-	}
+	})
 	p.mu.Lock()
 	p.stopped = true
 	for _, w := range p.idle {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 )
 
 // A Service is a background worker with a lifetime: what Start begins
@@ -151,4 +152,18 @@ func (l *Loop) Stop() error {
 	cancel()
 	<-done
 	return nil
+}
+
+// WaitGrace waits for done, at most grace; if that passes first it calls
+// late (which should make done close: a cancel, or only a log line) and
+// goes on waiting. It is how a Stop gives its work a shutdown grace.
+func WaitGrace(done <-chan struct{}, grace time.Duration, late func()) {
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		late()
+		<-done
+	}
 }
