@@ -29,6 +29,10 @@ type Job struct {
 	// Shaper-Not-Before); zero, or not after the instant it is offered,
 	// = not delayed.
 	NotBefore time.Time
+	// ReplyTo is the producer's Shaper-Reply-To: the subject the job's
+	// final outcome is published on once it ends ("" = none). A durable
+	// queue stores it with the job.
+	ReplyTo string
 
 	// Set by the shaper.
 	Enqueued time.Time

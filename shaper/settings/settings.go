@@ -50,9 +50,31 @@ type Lane struct {
 	// Maintenance are the lane's recurring maintenance windows: no start
 	// inside one (intake goes on). nil = none.
 	Maintenance []policy.Window
+	// Outcomes are the lane's job records, events and results; the zero
+	// value keeps none.
+	Outcomes Outcomes
 
 	Policies // the zero value turns every one off
 }
+
+// Outcomes configures what a lane keeps and tells of each job's outcome
+// (downstreams.X.outcomes).
+type Outcomes struct {
+	// Keep is how long a finished job's record is kept after it ends; 0 =
+	// no records (and no results).
+	Keep time.Duration
+	// ResultBytes is how much of the downstream's answer body a record
+	// keeps and an outcome carries (0: none of the body).
+	ResultBytes int
+	// Events: publish every change of state.
+	Events bool
+	// MaxRecords bounds an in-memory store's records (oldest finished
+	// first); 0 = 100 000.
+	MaxRecords int
+}
+
+// On reports whether o keeps records.
+func (o Outcomes) On() bool { return o.Keep > 0 }
 
 // Policies are a lane's policies beyond a plain leaky bucket: job cost,
 // deadline-aware admission, shadow mode, adaptive rate, fairness and
