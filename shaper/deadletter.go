@@ -7,6 +7,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/outbox"
+	"github.com/shaperd/shaper/shaper/outcome"
 )
 
 // Pacing of dead letters (the refused ones wait outbox.RetryFirst,
@@ -20,7 +21,8 @@ const (
 type dlItem struct {
 	l      *lane
 	dl     DeadLetter
-	failed bool // a started job that failed for good: book its outcome
+	failed bool            // a started job that failed for good: book its outcome
+	result *outcome.Result // the downstream's answer to the job's last try, for its record
 }
 
 // dlWorker publishes dead letters from one goroutine (an outbox.Outbox),
@@ -45,8 +47,8 @@ func newDLWorker(s *Shaper) *dlWorker {
 }
 
 // add queues a dead letter for job. Requires l.mu (reads l.cfg); never blocks.
-func (w *dlWorker) add(l *lane, job *queue.Job, reason Reason, why string, failed bool) {
-	w.Add(dlItem{l: l, dl: DeadLetter{Subject: l.cfg.DeadLetter, Job: job, Reason: reason, Err: why}, failed: failed})
+func (w *dlWorker) add(l *lane, job *queue.Job, reason Reason, why string, failed bool, res *outcome.Result) {
+	w.Add(dlItem{l: l, dl: DeadLetter{Subject: l.cfg.DeadLetter, Job: job, Reason: reason, Err: why}, failed: failed, result: res})
 }
 
 // Key orders dead letters per downstream (outbox.Handler).
@@ -58,9 +60,11 @@ func (w *dlWorker) Key(it dlItem) string { return it.l.name }
 // changes nothing else: the job stays queued (outbox.Handler).
 func (w *dlWorker) Handle(ctx context.Context, it dlItem) bool {
 	sent := false
+	var seq uint64
 	if it.dl.Subject != "" && w.s.dlr != nil {
 		cctx, cancel := context.WithTimeout(ctx, dlTimeout)
-		err := w.s.dlr.DeadLetter(cctx, it.dl)
+		var err error
+		seq, err = w.s.dlr.DeadLetter(cctx, it.dl)
 		cancel()
 		if err != nil {
 			it.l.m.DLStoreErrors.Inc()
@@ -76,9 +80,13 @@ func (w *dlWorker) Handle(ctx context.Context, it dlItem) bool {
 	w.log(it).Log(ctx, level, "job dropped", "dead_lettered", sent)
 	it.l.mu.Lock()
 	defer it.l.mu.Unlock()
-	if it.l.q.Settler != nil {
-		it.l.q.Settler.GiveUp(it.dl.Job) // after the dead letter: a durable job is deleted only now
+	var giveUp func()
+	if st := it.l.q.Settler; st != nil {
+		// After the dead letter, and the record once booked: a durable job
+		// is deleted only now.
+		giveUp = func() { st.GiveUp(it.dl.Job) }
 	}
+	it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err, result: it.result, seq: seq}, giveUp)
 	if it.failed {
 		o := OutcomeFailed
 		if sent {
@@ -114,6 +122,7 @@ func (w *dlWorker) Abandon(it dlItem) {
 	it.l.mu.Lock()
 	kept := it.l.q.Settler != nil && it.l.q.Settler.Keep(it.dl.Job)
 	if !kept {
+		it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err + " (and its dead letter was lost at shutdown)", result: it.result}, nil)
 		it.l.m.DLLost.Inc()
 		if it.failed {
 			it.l.countOutcome(OutcomeFailed)

@@ -26,16 +26,16 @@ type flakyDL struct {
 	taken []DeadLetter
 }
 
-func (d *flakyDL) DeadLetter(_ context.Context, dl DeadLetter) error {
+func (d *flakyDL) DeadLetter(_ context.Context, dl DeadLetter) (uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.tries = append(d.tries, time.Since(d.t0))
 	if d.fails != 0 {
 		d.fails--
-		return errors.New("store unavailable")
+		return 0, errors.New("store unavailable")
 	}
 	d.taken = append(d.taken, dl)
-	return nil
+	return uint64(len(d.taken)), nil
 }
 
 func (d *flakyDL) snapshot() ([]time.Duration, int) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
@@ -36,6 +37,7 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	if fb.Malformed > 0 {
 		l.m.BadHeaders.Add(float64(fb.Malformed))
 	}
+	res := fb.Result
 	a := l.answer(job, fb, err)
 	evs := l.policies.Finished(now, a)
 	for _, ev := range evs {
@@ -46,22 +48,27 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	case err == nil:
 		// A durable queue holds the store's slot to the end of the job's
 		// interval, as level() does for the memory queue.
+		// With records, the ack waits for the record and the outcome to be
+		// booked, so that they are sent at least once.
+		var ack func()
 		if l.q.Settler != nil {
-			l.q.Settler.Ack(job, job.Slot.Add(l.sched.DrainOf(queue.JobCost(job))))
+			at := job.Slot.Add(l.sched.DrainOf(queue.JobCost(job)))
+			ack = func() { l.q.Settler.Ack(job, at) }
 		}
+		l.note(job, outcome.Succeeded, now, told{result: res}, ack)
 		l.countOutcome(OutcomeSuccess)
 	case a.Cancelled && l.q.Settler != nil && l.q.Settler.Keep(job):
 		// cancelled at shutdown: stays stored, redelivered after a restart
 	case a.Cancelled:
 		l.drop(job, ReasonShutdown, "delivery cancelled at shutdown: "+err.Error())
 	case a.Class == policy.PushedBack:
-		l.onPushback(job, err, evs.At(policy.PushbackPaused), now)
+		l.onPushback(job, err, evs.At(policy.PushbackPaused), now, res)
 	case a.Class == policy.Refused:
-		l.fail(job, err)
+		l.fail(job, err, res)
 	case evs.Has(policy.BreakerProbeFailed): // the probe failed: the breaker reopened
-		l.onProbeFailed(job, now)
+		l.onProbeFailed(job, now, err, res)
 	default:
-		l.onError(job, err, retry, now)
+		l.onError(job, err, retry, now, res)
 	}
 	l.rescheduleWith(now, g) // what the cases do leaves the policies as g saw them
 	return l.idle()
@@ -78,7 +85,7 @@ func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 // onPushback puts job back at the front after the downstream asked to
 // wait (paused until until). The try does not count against MaxAttempts;
 // the job's deadline bounds the waiting. Requires l.mu.
-func (l *lane) onPushback(job *queue.Job, err error, until, now time.Time) {
+func (l *lane) onPushback(job *queue.Job, err error, until, now time.Time, res *outcome.Result) {
 	var pb *policy.PushbackError
 	errors.As(err, &pb)
 	l.c.pushbacks++
@@ -86,10 +93,11 @@ func (l *lane) onPushback(job *queue.Job, err error, until, now time.Time) {
 	l.s.log.Info("downstream pushed back; lane paused", "downstream", l.name,
 		"job_id", job.ID, "attempt", job.Attempt, "until", until, "error", pb.Error())
 	if !job.Deadline.IsZero() && until.After(job.Deadline) {
-		l.drop(job, ReasonExpired, "downstream pushback outlasts max wait: "+pb.Error())
+		l.dropWith(job, ReasonExpired, "downstream pushback outlasts max wait: "+pb.Error(), res)
 		return
 	}
 	l.q.RetryLater(job, now, true)
+	l.note(job, outcome.Retrying, now, told{err: err.Error(), result: res}, nil)
 }
 
 // onProbeFailed puts back the breaker's probe, whose failure reopened the
@@ -101,35 +109,37 @@ func (l *lane) onPushback(job *queue.Job, err error, until, now time.Time) {
 // another job that failed before the breaker opened, when there is one;
 // a durable queue holds it for the next probe (without counting a
 // delivery). Requires l.mu.
-func (l *lane) onProbeFailed(job *queue.Job, now time.Time) {
+func (l *lane) onProbeFailed(job *queue.Job, now time.Time, err error, res *outcome.Result) {
 	l.q.RetryLater(job, now, true)
+	l.note(job, outcome.Retrying, now, told{err: err.Error(), result: res}, nil)
 }
 
 // onError schedules a retry after backoff, or fails the job once
 // MaxAttempts tries have failed. Requires l.mu.
-func (l *lane) onError(job *queue.Job, err error, policy RetryPolicy, now time.Time) {
+func (l *lane) onError(job *queue.Job, err error, policy RetryPolicy, now time.Time, res *outcome.Result) {
 	job.Failures++
 	if job.Failures >= policy.MaxAttempts {
-		l.fail(job, fmt.Errorf("%d attempts failed, last: %w", job.Failures, err))
+		l.fail(job, fmt.Errorf("%d attempts failed, last: %w", job.Failures, err), res)
 		return
 	}
 	wait := backoff(policy, job.Failures)
 	at := now.Add(wait)
 	if !job.Deadline.IsZero() && at.After(job.Deadline) {
-		l.drop(job, ReasonExpired, fmt.Sprintf("retry in %s would pass max wait; last error: %v", wait, err))
+		l.dropWith(job, ReasonExpired, fmt.Sprintf("retry in %s would pass max wait; last error: %v", wait, err), res)
 		return
 	}
 	l.c.retries++
 	l.m.Retries.Inc()
 	l.q.RetryLater(job, at, false)
+	l.note(job, outcome.Retrying, now, told{err: err.Error(), result: res}, nil)
 	l.s.log.Debug("delivery failed; will retry", "downstream", l.name, "job_id", job.ID,
 		"attempt", job.Attempt, "backoff", wait, "error", err.Error())
 }
 
 // fail gives job up as failed; the dead-letter publisher books the outcome
 // (dead_lettered or failed). Requires l.mu.
-func (l *lane) fail(job *queue.Job, err error) {
-	l.s.dl.add(l, job, ReasonFailed, err.Error(), true)
+func (l *lane) fail(job *queue.Job, err error, res *outcome.Result) {
+	l.s.dl.add(l, job, ReasonFailed, err.Error(), true, res)
 }
 
 // countOutcome books one delivered{outcome}. Requires l.mu.

@@ -82,11 +82,11 @@ type recDL struct {
 	dls []DeadLetter
 }
 
-func (d *recDL) DeadLetter(_ context.Context, dl DeadLetter) error {
+func (d *recDL) DeadLetter(_ context.Context, dl DeadLetter) (uint64, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.dls = append(d.dls, dl)
-	return nil
+	return uint64(len(d.dls)), nil
 }
 
 func (d *recDL) last() DeadLetter {

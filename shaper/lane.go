@@ -10,6 +10,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/pace"
 	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/wake"
@@ -38,6 +39,7 @@ type lane struct {
 	limit    int              // tries allowed in flight at the last gate
 	removed  bool             // dropped from the config: no intake, drains, then goes
 	noSpace  bool             // the queue's store was out of space at the last store (storefull.go)
+	booking  int              // changes whose booking the lane waits for (outcomes.go)
 	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
@@ -179,7 +181,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 			continue // dropped without consuming the slot
 		}
 		if job.Failures >= l.cfg.Retry.MaxAttempts { // a durable job tried before a crash
-			l.fail(job, fmt.Errorf("%d attempts used (redelivered after the daemon stopped mid-delivery)", job.Failures))
+			l.fail(job, fmt.Errorf("%d attempts used (redelivered after the daemon stopped mid-delivery)", job.Failures), nil)
 			continue
 		}
 		l.start(job, later(slot, now.Add(-pace.CatchUp)), now)
@@ -212,6 +214,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
 	l.policies.Started(now, policy.Try{Job: job})
+	l.note(job, outcome.Started, now, told{}, nil)
 	l.c.started++ // the started, in-flight and depth series read the lane when scraped
 	if job.Attempt == 1 {
 		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
@@ -231,10 +234,14 @@ func (l *lane) expired(job *queue.Job, now time.Time) bool {
 
 // drop gives job up with reason (expired or shutdown), counts it and hands
 // it to the dead-letter publisher. Requires l.mu.
-func (l *lane) drop(job *queue.Job, reason Reason, why string) {
+func (l *lane) drop(job *queue.Job, reason Reason, why string) { l.dropWith(job, reason, why, nil) }
+
+// dropWith is drop of a job whose last try was answered res. Requires
+// l.mu.
+func (l *lane) dropWith(job *queue.Job, reason Reason, why string, res *outcome.Result) {
 	l.c.dropped[reason]++
 	l.m.Dropped[string(reason)].Inc()
-	l.s.dl.add(l, job, reason, why, false)
+	l.s.dl.add(l, job, reason, why, false, res)
 }
 
 // reschedule tells the scheduler when this lane next wants to start, if at
@@ -271,5 +278,5 @@ func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 // this process holds (a memory queue's; a durable queue's stay stored) and
 // none in flight. Requires l.mu.
 func (l *lane) idle() bool {
-	return l.removed && (l.q.Memory == nil || l.q.Len() == 0) && l.inflight == 0
+	return l.removed && (l.q.Memory == nil || l.q.Len() == 0) && l.inflight == 0 && l.booking == 0
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/settings"
 )
 
@@ -35,6 +36,7 @@ func NewMetrics(reg prometheus.Registerer) *metrics.Metrics {
 		Unknown: settings.Unknown, Rejected: labels(rejectReasons), BadRequest: string(ReasonBadRequest),
 		Dropped: labels(dropReasons), IntakeDrop: string(ReasonSlowConsumer),
 		Outcomes: labels(outcomes), Success: string(OutcomeSuccess), Shadow: labels(shadowReasons),
+		Ended: labels([]outcome.State{outcome.Succeeded, outcome.Failed, outcome.Expired, outcome.Dropped}),
 	})
 }
 

@@ -17,10 +17,11 @@ import (
 // the dead letters are flushed within the grace; the sinks and queues are
 // closed.
 func (s *Shaper) serviceList() []service.Service {
-	list := []service.Service{
-		&service.Funcs{StopFunc: s.retired.closeAll(s)},
-		s.dl,
+	list := []service.Service{&service.Funcs{StopFunc: s.retired.closeAll(s)}}
+	if s.book != nil { // stopped after the dead letters, whose jobs it books, before the queues
+		list = append(list, s.book)
 	}
+	list = append(list, s.dl)
 	if s.keeper != nil {
 		list = append(list, s.keeper)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/shaperd/shaper/shaper/admission"
 	"github.com/shaperd/shaper/shaper/keep"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/pool"
 	"github.com/shaperd/shaper/shaper/service"
 	"github.com/shaperd/shaper/shaper/settings"
@@ -47,6 +48,10 @@ type Deps struct {
 	// Rates keeps what adaptive lanes learned (package keep); nil = nothing
 	// is kept: a new lane starts at its ceiling.
 	Rates Rates
+	// Outcomes books what becomes of the jobs of lanes that keep records
+	// (LaneSettings.Outcomes); nil = no lane keeps any. Run starts and
+	// stops it.
+	Outcomes *outcome.Book
 }
 
 // Shaper paces jobs from bounded per-downstream queues into their sinks.
@@ -60,6 +65,7 @@ type Shaper struct {
 	qs    func(LaneSettings) (queue.Roles, error)
 	adms  admission.Remote
 	dlr   DeadLetterer
+	book  *outcome.Book // nil: no records
 
 	// cfgMu serialises Apply and SetOverride; it guards file (the
 	// settings last applied, without overrides) and overrides.
@@ -95,7 +101,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 		return nil, err
 	}
 	sh := &Shaper{
-		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter,
+		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter, book: deps.Outcomes,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
 		sched: wake.New[*lane](), ready: make(chan struct{}),
 	}

@@ -297,6 +297,7 @@ func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed,
 	l.spaceAgain()
 	l.c.accepted++
 	l.m.Accepted.Inc()
+	l.noteAccepted(job, now)
 	rc.Accepted, rc.Position = true, max(p.Position, 1)
 	rc.NotBefore = job.NotBefore
 	if start, ok := l.predictStart(now, p.Ahead); ok {

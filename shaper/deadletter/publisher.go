@@ -111,17 +111,18 @@ func ensureAtStart(ctx context.Context, store *Store, s PublisherSettings) error
 // replay.
 func (p *Publisher) PublishOnly() bool { return p.coreOnly.Load() }
 
-// DeadLetter stores dl, or publishes it without JetStream.
-func (p *Publisher) DeadLetter(ctx context.Context, dl shaper.DeadLetter) error {
+// DeadLetter stores dl and returns its sequence in the store, or
+// publishes it without JetStream (sequence 0).
+func (p *Publisher) DeadLetter(ctx context.Context, dl shaper.DeadLetter) (uint64, error) {
 	if p.coreOnly.Load() {
 		return p.core.DeadLetter(ctx, dl)
 	}
-	_, err := p.store.Put(ctx, dl.Job.Downstream, sink.DeadLetterMsg(dl))
+	seq, err := p.store.Put(ctx, dl.Job.Downstream, sink.DeadLetterMsg(dl))
 	if err != nil && p.mayFallBack && errors.Is(err, ErrNoJetStream) {
 		p.noJetStream(err)
 		return p.core.DeadLetter(ctx, dl)
 	}
-	return err
+	return seq, err
 }
 
 // noJetStream switches to publishing, saying so once.

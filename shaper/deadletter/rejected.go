@@ -115,7 +115,7 @@ func (r *Rejected) store(ctx context.Context, dl shaper.DeadLetter) {
 	defer r.bytes.Add(-int64(len(dl.Job.Payload)))
 	sctx, cancel := context.WithTimeout(ctx, rejectedTimeout)
 	defer cancel()
-	if err := r.dl.DeadLetter(sctx, dl); err != nil {
+	if _, err := r.dl.DeadLetter(sctx, dl); err != nil {
 		r.jobs.DeadLetterStoreError(dl.Job.Downstream)
 		r.lost(dl, "the dead-letter store refused it", err)
 	}

@@ -21,8 +21,9 @@ type Lane struct {
 	Wait, Duration                         prometheus.Observer
 	PolicyLane
 
-	live *liveCollector
-	src  *liveSource
+	live  *liveCollector
+	src   *liveSource
+	ended map[string]prometheus.Observer // shaper_job_duration_seconds by state
 }
 
 // ForLane creates (pre-creates) every series of downstream name, whose
@@ -60,6 +61,7 @@ func (m *Metrics) ForLane(name string, maxWait time.Duration) *Lane {
 	}
 	m.live.add(lm.src)
 	lm.PolicyLane = m.policyLane(name, m.labels.Shadow)
+	lm.ended = m.outcomeSeries(name)
 	lm.StoreFull.Set(0)
 	return lm
 }

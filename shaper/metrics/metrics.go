@@ -20,6 +20,7 @@ type Labels struct {
 	Outcomes   []string // outcome of shaper_jobs_delivered_total
 	Success    string   // the outcome a lane's Live.Succeeded counts ("": none)
 	Shadow     []string // reason of shaper_shadow_rejections_total
+	Ended      []string // state of shaper_job_duration_seconds
 }
 
 // Vecs are the collectors by downstream (and reason or outcome). Lanes
@@ -35,6 +36,7 @@ type Vecs struct {
 	Inflight, Paused            *prometheus.GaugeVec
 	StoreFull                   *prometheus.GaugeVec
 	PolicyVecs
+	OutcomeVecs
 }
 
 // Metrics holds the shaper's Prometheus collectors. Every label value
@@ -98,7 +100,8 @@ func New(reg prometheus.Registerer, labels Labels) *Metrics {
 		Paused:   gauge("shaper_downstream_paused", "1 while a downstream is paused by the admin API or by pushback, else 0."),
 		StoreFull: gauge("shaper_store_full",
 			"1 while a downstream's durable queue finds its store out of space (intake answers unavailable), else 0."),
-		PolicyVecs: newPolicyVecs(f),
+		PolicyVecs:  newPolicyVecs(f),
+		OutcomeVecs: newOutcomeVecs(f),
 	}, labels: labels, wait: newWaitHistograms(), dur: newDurationHistograms(), counts: newCountsCollector(), known: map[string]int{}}
 	m.live = newLiveCollector(m.Started, m.Delivered, m.Depth, m.Inflight)
 	if reg != nil {
@@ -194,7 +197,8 @@ func (m *Metrics) Forget(name string) {
 		m.Rate.MetricVec, m.Inflight.MetricVec, m.Paused.MetricVec, m.StoreFull.MetricVec,
 		m.Shadow.MetricVec, m.RateConfigured.MetricVec,
 		m.RateCuts.MetricVec, m.FairKeys.MetricVec, m.Refunds.MetricVec, m.BadHeaders.MetricVec,
-		m.BreakerOpen.MetricVec, m.BreakerTrips.MetricVec, m.Maintenance.MetricVec} {
+		m.BreakerOpen.MetricVec, m.BreakerTrips.MetricVec, m.Maintenance.MetricVec,
+		m.JobDuration.MetricVec, m.Records.MetricVec, m.RecordsDiscarded.MetricVec, m.Events.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

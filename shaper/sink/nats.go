@@ -70,12 +70,13 @@ type DeadLetters struct {
 	NC *nats.Conn
 }
 
-// DeadLetter publishes dl to dl.Subject (a core NATS publish).
-func (d *DeadLetters) DeadLetter(_ context.Context, dl shaper.DeadLetter) error {
+// DeadLetter publishes dl to dl.Subject (a core NATS publish: no
+// sequence, 0).
+func (d *DeadLetters) DeadLetter(_ context.Context, dl shaper.DeadLetter) (uint64, error) {
 	if err := d.NC.PublishMsg(DeadLetterMsg(dl)); err != nil {
-		return fmt.Errorf("dead-letter job %s to %s: %w", dl.Job.ID, dl.Subject, err)
+		return 0, fmt.Errorf("dead-letter job %s to %s: %w", dl.Job.ID, dl.Subject, err)
 	}
-	return nil
+	return 0, nil
 }
 
 // DeadLetterMsg is dl's message, to dl.Subject: the original payload and

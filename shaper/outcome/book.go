@@ -1,0 +1,128 @@
+package outcome
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Pacing of the book's writes.
+const (
+	// maxBatch bounds the changes one round stores together.
+	maxBatch = 512
+	// retryFirst and retryMax pace the rounds after a store refused one.
+	retryFirst = 100 * time.Millisecond
+	retryMax   = 5 * time.Second
+	// putTimeout bounds one store's Put.
+	putTimeout = 10 * time.Second
+	// latestKept is how many finished records of a downstream Latest
+	// keeps.
+	latestKept = 20
+	logEvery   = 10 * time.Second
+)
+
+// Change is one change of a job's state, to book.
+type Change struct {
+	Record Record
+	// Keep is how long the store keeps the record once the job ended.
+	Keep time.Duration
+	// Shared: the downstream's records are in the shared store (a durable
+	// queue's), else in this process's Memory store.
+	Shared bool
+	// Events: publish the change as an event.
+	Events bool
+	// ReplyTo, on a final change, is where the outcome is published.
+	ReplyTo string
+	// Done (may be nil) is called once the change was stored and told, or
+	// given up at shutdown: a durable job is acknowledged only then, so its
+	// outcome is sent at least once.
+	Done func()
+}
+
+// Observer is told what the book did, for metrics. Any field may be nil.
+type Observer struct {
+	// Told: an event of state was published for downstream.
+	Told func(downstream string, state State)
+	// Failed: a round of n changes could not be stored or told.
+	Failed func(n int)
+}
+
+// Book books the changes of jobs' states from one goroutine: it stores
+// each record (Memory, or the shared store), then tells it (events, and a
+// final outcome on the producer's reply subject), in the order the
+// changes were noted, and runs each change's Done. Note never blocks. It
+// is a service (package service): Stop books what is noted within the
+// grace, then gives up the rest (their Done still runs).
+type Book struct {
+	mem    *Memory
+	shared Store // nil: a Shared change is kept in mem
+	teller Teller
+	obs    Observer
+	log    *slog.Logger
+	grace  func() time.Duration
+
+	mu      sync.Mutex
+	pending []Change
+	latest  map[string][]Record // the last finished records by downstream, newest last
+	wake    chan struct{}
+
+	run *bookLife // set by Start
+}
+
+// NewBook returns a book over mem (required), shared (nil: none) and
+// teller (nil: nothing is told). grace is the shutdown grace.
+func NewBook(mem *Memory, shared Store, teller Teller, obs Observer, log *slog.Logger, grace func() time.Duration) *Book {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Book{mem: mem, shared: shared, teller: teller, obs: obs, log: log, grace: grace,
+		latest: map[string][]Record{}, wake: make(chan struct{}, 1)}
+}
+
+// Note books c; it never blocks.
+func (b *Book) Note(c Change) {
+	b.mu.Lock()
+	b.pending = append(b.pending, c)
+	if c.Record.State.Final() {
+		l := append(b.latest[c.Record.Downstream], c.Record)
+		if len(l) > latestKept {
+			l = append(l[:0:0], l[len(l)-latestKept:]...)
+		}
+		b.latest[c.Record.Downstream] = l
+	}
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Latest returns downstream's last finished records booked by this
+// process, newest first.
+func (b *Book) Latest(downstream string) []Record {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	l := b.latest[downstream]
+	out := make([]Record, len(l))
+	for i, r := range l {
+		out[len(l)-1-i] = r
+	}
+	return out
+}
+
+// Get returns job id's record of downstream from the store its records
+// are in (shared: the shared store).
+func (b *Book) Get(ctx context.Context, downstream, id string, shared bool) (Record, bool, error) {
+	if shared && b.shared != nil {
+		return b.shared.Get(ctx, downstream, id)
+	}
+	return b.mem.Get(ctx, downstream, id)
+}
+
+// Waiting is the number of changes noted and not yet booked.
+func (b *Book) Waiting() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending)
+}

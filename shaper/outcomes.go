@@ -1,0 +1,109 @@
+package shaper
+
+import (
+	"context"
+	"time"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/outcome"
+)
+
+// told is what a change tells beyond the job's fields: the error, the
+// downstream's answer, the dead letter's sequence.
+type told struct {
+	err    string
+	result *outcome.Result
+	seq    uint64
+}
+
+// keeps reports whether the lane books its jobs' changes. Requires l.mu.
+func (l *lane) keeps() bool { return l.s.book != nil && l.cfg.Outcomes.On() }
+
+// note books job's change to st at now when the lane keeps records;
+// done, when not nil, runs once the change is booked (and runs at once
+// when the lane keeps none). Requires l.mu.
+func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, done func()) {
+	if !l.keeps() {
+		if done != nil {
+			done()
+		}
+		return
+	}
+	rec := outcome.Record{JobID: job.ID, Downstream: l.name, State: st, Attempts: job.Attempt,
+		AcceptedAt: job.Enqueued, NotBefore: job.NotBefore, Error: t.err, DeadLetterSeq: t.seq, Result: t.result}
+	if job.Attempt > 0 {
+		rec.StartedAt = job.Dispatched
+	}
+	c := outcome.Change{Record: rec, Keep: l.cfg.Outcomes.Keep, Shared: l.q.Settler != nil,
+		Events: l.cfg.Outcomes.Events}
+	if st.Final() {
+		rec.EndedAt = now
+		c.Record.EndedAt = now
+		c.ReplyTo = job.ReplyTo
+		if !job.Enqueued.IsZero() {
+			l.m.Ended(string(st), now.Sub(job.Enqueued))
+		}
+	}
+	if done != nil {
+		l.booking++
+		c.Done = func() {
+			l.mu.Lock()
+			l.booking--
+			done()
+			gone := l.idle()
+			l.mu.Unlock()
+			if gone {
+				l.s.forget(l)
+			}
+		}
+	}
+	l.s.book.Note(c)
+}
+
+// noteAccepted books an accepted job: queued, or delayed when it waits
+// for its instant. Requires l.mu.
+func (l *lane) noteAccepted(job *queue.Job, now time.Time) {
+	st := outcome.Queued
+	if job.NotBefore.After(now) {
+		st = outcome.Delayed
+	}
+	l.note(job, st, now, told{}, nil)
+}
+
+// droppedState is the final state of a job dropped for reason.
+func droppedState(r Reason) outcome.State {
+	switch r {
+	case ReasonExpired:
+		return outcome.Expired
+	case ReasonFailed:
+		return outcome.Failed
+	}
+	return outcome.Dropped
+}
+
+// Job returns job id's record of downstream: from the shared store when
+// the downstream's queue is durable, else from this process's. ok is
+// false for an id with no record; shared says where it was looked up. A
+// downstream that is not configured, or keeps no records, has none.
+func (s *Shaper) Job(ctx context.Context, downstream, id string) (rec outcome.Record, ok, shared bool, err error) {
+	s.mu.RLock()
+	l := s.active[downstream]
+	s.mu.RUnlock()
+	if l == nil || s.book == nil {
+		return outcome.Record{}, false, false, nil
+	}
+	l.mu.Lock()
+	shared = l.q.Settler != nil
+	l.mu.Unlock()
+	rec, ok, err = s.book.Get(ctx, downstream, id, shared)
+	return rec, ok, shared, err
+}
+
+// LatestJobs returns the last jobs of downstream this process saw end,
+// newest first (nil without records).
+func (s *Shaper) LatestJobs(downstream string) []outcome.Record {
+	if s.book == nil {
+		return nil
+	}
+	return s.book.Latest(downstream)
+}
