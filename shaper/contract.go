@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/settings"
 )
@@ -75,6 +76,9 @@ type Feedback struct {
 	// could not be read; they were ignored. Counted in
 	// shaper_downstream_bad_ratelimit_headers_total.
 	Malformed int
+	// Result is the downstream's answer to this try (nil: the lane keeps
+	// no records, or the try got no answer).
+	Result *outcome.Result
 }
 
 // DeadLetter is a job that failed for good or was dropped, with why.
