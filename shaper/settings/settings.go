@@ -158,6 +158,14 @@ type HTTPSink struct {
 	// MaxIdleConnsPerHost bounds the idle keep-alive connections the sink
 	// keeps; 0 = 32. sink.For raises 0 to the lane's concurrency when larger.
 	MaxIdleConnsPerHost int
+
+	// Results: keep each answer (status, headers, size and the first
+	// ResultBytes of the body) in the try's Feedback. sink.For sets it
+	// when the lane keeps records (Lane.Outcomes).
+	Results bool
+	// ResultBytes is how much of an answer's body Results keeps, 0 to
+	// 1 MiB (0: none of the body).
+	ResultBytes int
 }
 
 // NATSSink configures a NATS sink (built by the daemon).
@@ -165,4 +173,12 @@ type NATSSink struct {
 	Subject string
 	Request bool
 	Timeout time.Duration
+
+	// Results: keep a request sink's reply (headers, size and the first
+	// ResultBytes of its payload) in the try's Feedback. sink.For sets it
+	// when the lane keeps records (Lane.Outcomes).
+	Results bool
+	// ResultBytes is how much of a reply's payload Results keeps, 0 to
+	// 1 MiB (0: none of it).
+	ResultBytes int
 }

@@ -41,7 +41,11 @@ const (
 // *policy.OverloadError (retryable); other 5xx, timeouts and connection
 // errors = retryable errors; 3xx (redirects are not followed) and other
 // 4xx = *policy.PermanentError. Every answer's rate-limit headers (see
-// readQuota) come back as the Feedback, whatever the status.
+// readQuota) come back as the Feedback, whatever the status. With
+// Results set, so does every answer itself (Feedback.Result): its status,
+// Content-Type, Location and ETag, its body's size and its first
+// ResultBytes; a try without an answer (timeout, connection error) has no
+// Result.
 //
 // An HTTPSink is safe for concurrent use. Deliver blocks until the response
 // (or the timeout or ctx); the zero value is not usable, use NewHTTPSink.
@@ -51,8 +55,9 @@ type HTTPSink struct {
 	now    func() time.Time // for HTTP-date Retry-After; time.Now
 }
 
-// NewHTTPSink validates spec (an absolute http or https URL) and applies its
-// defaults: Method POST, Timeout 10s, MaxIdleConnsPerHost 32.
+// NewHTTPSink validates spec (an absolute http or https URL, ResultBytes 0
+// to MaxResultBytes) and applies its defaults: Method POST, Timeout 10s,
+// MaxIdleConnsPerHost 32.
 func NewHTTPSink(spec shaper.HTTPSinkSpec) (*HTTPSink, error) {
 	u, err := url.Parse(spec.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -62,6 +67,9 @@ func NewHTTPSink(spec shaper.HTTPSinkSpec) (*HTTPSink, error) {
 	spec.Timeout = cmp.Or(spec.Timeout, DefaultTimeout)
 	if spec.Timeout < 0 || spec.MaxIdleConnsPerHost < 0 {
 		return nil, fmt.Errorf("http sink: timeout and max idle conns must not be negative")
+	}
+	if err := checkResultBytes("http", spec.ResultBytes); err != nil {
+		return nil, err
 	}
 	spec.MaxIdleConnsPerHost = cmp.Or(spec.MaxIdleConnsPerHost, defaultIdleConns)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -110,10 +118,15 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback
 		return shaper.Feedback{}, fmt.Errorf("%s %s: %w", s.spec.Method, s.spec.URL, err)
 	}
 	defer resp.Body.Close()
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrBody))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
-	now := s.now()
 	var fb shaper.Feedback
+	var head []byte
+	if s.spec.Results {
+		head, fb.Result = readHTTPResult(resp, s.spec.ResultBytes)
+	} else {
+		head, _ = io.ReadAll(io.LimitReader(resp.Body, maxErrBody))
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxDrain))
+	}
+	now := s.now()
 	fb.Quota, fb.Malformed = readQuota(resp.Header, now)
 	wait, ok, present := retryAfter(resp.Header.Values(hdrRetryAfter), now)
 	if present && !ok {

@@ -18,7 +18,7 @@ import (
 // These tests use real time and a real httptest.Server (synctest bubbles
 // cannot hold real network I/O); every time assertion is generous.
 
-func newTestSink(t *testing.T, h http.HandlerFunc, spec shaper.HTTPSinkSpec) *HTTPSink {
+func newTestSink(t testing.TB, h http.HandlerFunc, spec shaper.HTTPSinkSpec) *HTTPSink {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/producer"
 )
 
@@ -21,21 +22,25 @@ type NATSSink struct {
 
 // Deliver publishes the job. With Request set, any reply within the timeout
 // is success; a timeout or no responders is a retryable error. NATS
-// answers carry no rate-limit headers: the Feedback is always zero.
+// answers carry no rate-limit headers: the Feedback holds no quota. With
+// Results set, a request sink's reply comes back as Feedback.Result: its
+// headers (the first value of each), its payload's size and the first
+// ResultBytes of it; a publish, a timeout and no responders have none.
 func (s *NATSSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback, error) {
-	return shaper.Feedback{}, s.deliver(ctx, job)
+	res, err := s.deliver(ctx, job)
+	return shaper.Feedback{Result: res}, err
 }
 
-func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) error {
+func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) (*outcome.Result, error) {
 	m := Message(s.spec.Subject, job)
 	m.Header.Set(hdrJobID, job.ID)
 	m.Header.Set(hdrIdemKey, job.ID)
 	m.Header.Set(hdrAttempt, strconv.Itoa(job.Attempt))
 	if !s.spec.Request {
 		if err := s.nc.PublishMsg(m); err != nil {
-			return fmt.Errorf("publish to %s: %w", s.spec.Subject, err)
+			return nil, fmt.Errorf("publish to %s: %w", s.spec.Subject, err)
 		}
-		return nil
+		return nil, nil
 	}
 	timeout := s.spec.Timeout
 	if timeout <= 0 {
@@ -43,13 +48,17 @@ func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) error {
 	}
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := s.nc.RequestMsgWithContext(rctx, m); err != nil {
+	reply, err := s.nc.RequestMsgWithContext(rctx, m)
+	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no reply within %s", timeout)
 		}
-		return fmt.Errorf("request to %s: %w", s.spec.Subject, err)
+		return nil, fmt.Errorf("request to %s: %w", s.spec.Subject, err)
 	}
-	return nil
+	if !s.spec.Results {
+		return nil, nil
+	}
+	return natsResult(reply, s.spec.ResultBytes), nil
 }
 
 // Message is a message to subject carrying job's payload and its
