@@ -23,3 +23,7 @@ var ErrBusy = errors.New("shaper: lane busy with live jobs")
 // sentence a producer reads, matching ErrClosed under errors.Is (it is
 // the same condition, not a sentinel of its own).
 var errShuttingDown = plainf(ErrClosed, "shaper is shutting down, so the job was not taken; retry in a moment")
+
+// ErrNoRecords is returned (wrapped, naming the downstream) by Job for a
+// downstream that keeps no job records (outcomes.keep 0).
+var ErrNoRecords = errors.New("shaper: downstream keeps no job records")

@@ -2,6 +2,7 @@ package shaper
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/shaperd/shaper/queue"
@@ -84,17 +85,21 @@ func droppedState(r Reason) outcome.State {
 // Job returns job id's record of downstream: from the shared store when
 // the downstream's queue is durable, else from this process's. ok is
 // false for an id with no record; shared says where it was looked up. A
-// downstream that is not configured, or keeps no records, has none.
+// downstream that is not configured is ErrUnknownDownstream, one that
+// keeps no records ErrNoRecords (both wrapped).
 func (s *Shaper) Job(ctx context.Context, downstream, id string) (rec outcome.Record, ok, shared bool, err error) {
 	s.mu.RLock()
 	l := s.active[downstream]
 	s.mu.RUnlock()
-	if l == nil || s.book == nil {
-		return outcome.Record{}, false, false, nil
+	if l == nil {
+		return outcome.Record{}, false, false, fmt.Errorf("%w: %q", ErrUnknownDownstream, downstream)
 	}
 	l.mu.Lock()
-	shared = l.q.Settler != nil
+	shared, keeps := l.q.Settler != nil, l.keeps()
 	l.mu.Unlock()
+	if !keeps {
+		return outcome.Record{}, false, shared, fmt.Errorf("%w: %s (set downstreams.%s.outcomes.keep)", ErrNoRecords, downstream, downstream)
+	}
 	rec, ok, err = s.book.Get(ctx, downstream, id, shared)
 	return rec, ok, shared, err
 }

@@ -23,6 +23,9 @@ const (
 	hdrPriority  = "Shaper-Priority"
 	hdrNotBefore = "Shaper-Not-Before" // a delayed job's instant, unix nanoseconds; absent = ready
 	hdrMsgID     = nats.MsgIdHdr       // the producer's id: the stream dedupes on it
+	// hdrReplyTo is where the job's outcome is published once it ends,
+	// by whichever instance ends it; absent = nowhere.
+	hdrReplyTo = "Shaper-Reply-To"
 )
 
 // encode builds the message that stores job on subject.
@@ -51,6 +54,9 @@ func encode(subject string, job *queue.Job) *nats.Msg {
 	if !job.NotBefore.IsZero() {
 		m.Header[hdrNotBefore] = []string{strconv.FormatInt(job.NotBefore.UnixNano(), 10)}
 	}
+	if job.ReplyTo != "" {
+		m.Header[hdrReplyTo] = []string{job.ReplyTo}
+	}
 	return m
 }
 
@@ -69,6 +75,7 @@ func decode(m natsjs.Msg, lane string) *queue.Job {
 		job.Priority = p + 1
 	}
 	job.NotBefore = unixNano(h.Get(hdrNotBefore))
+	job.ReplyTo = h.Get(hdrReplyTo)
 	if j, ok := m.(*jobMsg); ok {
 		if job.ID == "" {
 			job.ID = "seq-" + strconv.FormatUint(j.seq(), 10)

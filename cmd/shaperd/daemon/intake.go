@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"github.com/shaperd/shaper/shaper/deadletter"
 	"github.com/shaperd/shaper/shaper/dedupe"
 	"github.com/shaperd/shaper/shaper/metrics"
+	"github.com/shaperd/shaper/shaper/outcome"
 )
 
 // maxWaitingRetry is the Retry-After of a copy refused because
@@ -79,7 +81,11 @@ func (in *intake) answer(msg *nats.Msg, job *queue.Job, msgID string, now time.T
 		return
 	}
 	buf := replyPool.Get().(*replyBuf)
-	in.respond(msg, buf.accepted(msg.Reply, rc, rc.Duplicate))
+	state := ""
+	if rc.Duplicate {
+		state = in.stateOf(rc.Downstream, rc.JobID)
+	}
+	in.respond(msg, buf.accepted(msg.Reply, rc, rc.Duplicate, state))
 	replyPool.Put(buf) // PublishMsg copied the message
 }
 
@@ -113,8 +119,27 @@ func (in *intake) answerCopy(msg *nats.Msg, job *queue.Job, rc shaper.Receipt) {
 	}
 	rc.Downstream, rc.Duplicate = job.Downstream, true
 	buf := replyPool.Get().(*replyBuf)
-	in.respond(msg, buf.accepted(msg.Reply, rc, true))
+	in.respond(msg, buf.accepted(msg.Reply, rc, true, in.stateOf(rc.Downstream, rc.JobID)))
 	replyPool.Put(buf) // PublishMsg copied the message
+}
+
+// stateLookup bounds the look-up of a duplicate's state.
+const stateLookup = 500 * time.Millisecond
+
+// stateOf is the current state of downstream's job id, for a duplicate's
+// answer: "" when its downstream keeps no records or the look-up failed.
+// A durable downstream's look-up is one read of the shared store.
+func (in *intake) stateOf(downstream, id string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), stateLookup)
+	defer cancel()
+	rec, ok, _, err := in.shaper.Job(ctx, downstream, id)
+	switch {
+	case err != nil:
+		return ""
+	case !ok:
+		return string(outcome.Unknown)
+	}
+	return string(rec.State)
 }
 
 // replyPool holds reply buffers for answers built outside handle.

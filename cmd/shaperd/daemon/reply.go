@@ -55,7 +55,7 @@ func newReplyBuf() *replyBuf {
 
 // accepted fills the reused message with the reply for an accepted (or
 // duplicate) job and returns it; it is valid until the next call.
-func (r *replyBuf) accepted(subject string, rc shaper.Receipt, duplicate bool) *nats.Msg {
+func (r *replyBuf) accepted(subject string, rc shaper.Receipt, duplicate bool, state string) *nats.Msg {
 	m := &r.msg
 	m.Subject = subject
 	clear(m.Header)
@@ -67,6 +67,11 @@ func (r *replyBuf) accepted(subject string, rc shaper.Receipt, duplicate bool) *
 	b = append(b, '"')
 	if duplicate {
 		b = append(b, `,"duplicate":true`...)
+		if state != "" { // a state is one of outcome.States: no escaping
+			b = append(b, `,"state":"`...)
+			b = append(b, state...)
+			b = append(b, '"')
+		}
 	} else {
 		b = append(b, `,"position":`...)
 		b = strconv.AppendInt(b, int64(rc.Position), 10)

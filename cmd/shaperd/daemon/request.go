@@ -25,6 +25,7 @@ const (
 	hdrRetry   = producer.HeaderRetryAfter
 	hdrJobID   = producer.HeaderJobID
 	hdrAttempt = producer.HeaderAttempt
+	hdrReplyTo = "Shaper-Reply-To"
 )
 
 // Bounds on producer-controlled header values. A value past a bound is a
@@ -33,6 +34,8 @@ const (
 	maxMaxWait  = 7 * 24 * time.Hour
 	maxKeyBytes = 256
 	maxIDBytes  = 256
+	// maxReplyTo bounds Shaper-Reply-To (a NATS subject).
+	maxReplyTo = 256
 )
 
 // unknownDownstream is the metric label for jobs naming no configured
@@ -87,7 +90,11 @@ func parseJob(now time.Time, lim intakeLimits, subject string, hdr http.Header, 
 	if err != nil {
 		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
 	}
-	stub.Key, stub.Cost, stub.MaxWait = key, cost, maxWait
+	replyTo, err := parseReplyTo(hdr)
+	if err != nil {
+		return stub, "", &rejection{reason: shaper.ReasonBadRequest, err: err}
+	}
+	stub.Key, stub.Cost, stub.MaxWait, stub.ReplyTo = key, cost, maxWait, replyTo
 	stub.Priority, stub.NotBefore = sched.priority, sched.notBefore
 	stub.Header = passThrough(hdr, lim.keyHeader)
 	return stub, msgID, nil
@@ -111,6 +118,35 @@ func headerValue(hdr http.Header, name string, limit int) (string, error) {
 		return "", fmt.Errorf("header %s is not valid UTF-8", name)
 	}
 	return v, nil
+}
+
+// parseReplyTo reads Shaper-Reply-To: absent, or one publish subject
+// (no wildcards, no spaces or empty tokens, at most maxReplyTo bytes).
+func parseReplyTo(hdr http.Header) (string, error) {
+	v, err := headerValue(hdr, hdrReplyTo, maxReplyTo)
+	if err != nil || v == "" {
+		return v, err
+	}
+	if why := badSubject(v); why != "" {
+		return "", fmt.Errorf("header %s %q is not a subject to publish to: %s; send a subject such as _INBOX.abc.outcome, of tokens separated by single dots, without * or >", hdrReplyTo, v, why)
+	}
+	return v, nil
+}
+
+// badSubject says why s is not a publish subject ("": it is one).
+func badSubject(s string) string {
+	if strings.ContainsAny(s, " \t\r\n") {
+		return "it holds white space"
+	}
+	for tok := range strings.SplitSeq(s, ".") {
+		switch tok {
+		case "":
+			return "it has an empty token"
+		case "*", ">":
+			return "it has a wildcard"
+		}
+	}
+	return ""
 }
 
 // parseMaxWait parses Shaper-Max-Wait: empty means absent; zero, negative,
