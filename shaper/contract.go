@@ -111,4 +111,5 @@ type (
 	SinkSpec         = settings.Sink
 	HTTPSinkSpec     = settings.HTTPSink
 	NATSSinkSpec     = settings.NATSSink
+	OutcomeSettings  = settings.Outcomes
 )

@@ -35,7 +35,7 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, don
 	if job.Attempt > 0 {
 		rec.StartedAt = job.Dispatched
 	}
-	c := outcome.Change{Record: rec, Keep: l.cfg.Outcomes.Keep, Shared: l.q.Settler != nil,
+	c := outcome.Change{Record: rec, Keep: l.cfg.Outcomes.Keep, Max: l.cfg.Outcomes.MaxRecords, Shared: l.q.Settler != nil,
 		Events: l.cfg.Outcomes.Events}
 	if st.Final() {
 		rec.EndedAt = now

@@ -27,6 +27,8 @@ type Change struct {
 	Record Record
 	// Keep is how long the store keeps the record once the job ended.
 	Keep time.Duration
+	// Max bounds the Memory store's records of the downstream (Entry.Max).
+	Max int
 	// Shared: the downstream's records are in the shared store (a durable
 	// queue's), else in this process's Memory store.
 	Shared bool

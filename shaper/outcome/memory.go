@@ -74,6 +74,9 @@ func (m *Memory) Put(_ context.Context, entries []Entry) error {
 	m.mu.Lock()
 	for _, e := range entries {
 		l := m.lane(e.Record.Downstream)
+		if e.Max > 0 {
+			l.max = e.Max
+		}
 		if n := l.put(e, now); n > 0 {
 			if dropped == nil {
 				dropped = map[string]int{}

@@ -137,7 +137,7 @@ func (b *Book) round(ctx context.Context) error {
 	}
 	var mem, shared []Entry
 	for _, c := range batch {
-		e := Entry{Record: c.Record, Keep: c.Keep}
+		e := Entry{Record: c.Record, Keep: c.Keep, Max: c.Max}
 		if c.Shared && b.shared != nil {
 			shared = append(shared, e)
 		} else {

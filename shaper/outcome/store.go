@@ -10,6 +10,9 @@ import (
 type Entry struct {
 	Record Record
 	Keep   time.Duration
+	// Max bounds a Memory store's records of the downstream (0: as it
+	// was, at first DefaultMaxRecords); a shared store has its own room.
+	Max int
 }
 
 // Store keeps the records of one or more downstreams. A Store is safe for

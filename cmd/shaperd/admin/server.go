@@ -66,6 +66,9 @@ type Deps struct {
 	// DeadLetters serves the dead-letter routes (list, show, replay,
 	// delete, purge); nil = they answer 503.
 	DeadLetters DeadLetters
+	// Jobs returns the job records' reader, or nil while there is none
+	// yet (the job routes answer 503 "starting").
+	Jobs func() Jobs
 }
 
 // Server is the admin HTTP server: /metrics, /healthz, /readyz, /v1 and
@@ -183,6 +186,7 @@ func newMux(deps Deps) *http.ServeMux {
 	mux.Handle("PATCH /v1/downstreams/{name}", limitBody(http.HandlerFunc(h.serveOverride)))
 	mux.Handle("DELETE /v1/downstreams/{name}/override", limitBody(http.HandlerFunc(h.serveUnsetOverride)))
 	mux.HandleFunc("GET /v1/history", h.serveHistory)
+	h.jobRoutes(mux)
 	h.deadRoutes(mux)
 	mux.HandleFunc("GET /{$}", h.serveStatusPage)
 	return mux

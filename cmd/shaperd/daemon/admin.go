@@ -22,6 +22,7 @@ func (d *Daemon) startAdmin(cfg config.Admin) (*admin.Server, error) {
 		History:     d.history,
 		DeadLetters: deadAPI{d},
 		DeadStats:   d.deadStats,
+		Jobs:        d.jobRecords,
 	})
 	if err != nil {
 		return nil, err
@@ -48,6 +49,14 @@ func (d *Daemon) deadStats(ctx context.Context, downstream string) (int, time.Ti
 func (d *Daemon) downstreams() admin.Downstreams {
 	if c := d.live().ctl; c != nil {
 		return c
+	}
+	return nil
+}
+
+// jobRecords is the running shaper's job records, nil while starting.
+func (d *Daemon) jobRecords() admin.Jobs {
+	if sh := d.live().sh; sh != nil {
+		return sh
 	}
 	return nil
 }
