@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -64,6 +65,7 @@ func (d *Daemon) reload(load func() (config.Config, error)) error {
 	d.view.Store(newView(next))
 	d.deadMet.Labels(downstreamChanges(d.cfg, next))
 	d.ensureDead(next, was)
+	d.ensureOutcomes(context.Background(), next, d.live().outcomes)
 	d.dedupe.SetWindow(next.Ingress.DedupeWindow)
 	d.cfg = next
 	return nil

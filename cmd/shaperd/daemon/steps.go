@@ -11,6 +11,7 @@ import (
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/control"
 	"github.com/shaperd/shaper/shaper/deadletter"
+	"github.com/shaperd/shaper/shaper/outcome/natsout"
 	"github.com/shaperd/shaper/shaper/service"
 	"github.com/shaperd/shaper/shaper/sink"
 )
@@ -32,6 +33,7 @@ type wiring struct {
 	deps            shaper.Deps
 	sh              *shaper.Shaper
 	ctl             *control.Control // the admin API's changes (control.go)
+	outcomes        *outcomes        // the job records (outcomes.go)
 }
 
 // step builds one part of the daemon into w and returns the services that
@@ -46,7 +48,7 @@ type step func(ctx context.Context, w *wiring) ([]service.Service, error)
 func (d *Daemon) steps() []step {
 	return []step{
 		d.natsServer, d.adminServer, d.natsConn, d.storageStep, d.deadWorkers,
-		d.admissionStep, d.shaperStep, d.historyStep, d.replaysStep, d.intakeStep,
+		d.admissionStep, d.outcomesStep, d.shaperStep, d.statusStep, d.historyStep, d.replaysStep, d.intakeStep,
 	}
 }
 
@@ -139,6 +141,17 @@ func (d *Daemon) shaperStep(_ context.Context, w *wiring) ([]service.Service, er
 		w.ctl,
 		&service.Funcs{StartFunc: run.Start, StopFunc: func() error { _ = run.Stop(); return runErr }},
 	}, nil
+}
+
+// statusStep answers job status requests (docs/outcomes.md) from the
+// shaper's records, on every instance.
+func (d *Daemon) statusStep(_ context.Context, w *wiring) ([]service.Service, error) {
+	r, err := natsout.NewResponder(w.nc, natsout.ResponderSettings{StatusPrefix: w.cfg.Ingress.StatusPrefix,
+		Lookup: w.sh.Job, Logger: d.log})
+	if err != nil {
+		return nil, err
+	}
+	return []service.Service{r}, nil
 }
 
 // historyStep samples the downstreams for the status page.

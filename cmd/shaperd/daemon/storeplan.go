@@ -48,6 +48,15 @@ func (s *storeShares) dead(name string) int64 {
 	return 0
 }
 
+// outcomes is the room downstream name's records and events keep (0: no
+// byte bound).
+func (s *storeShares) outcomes(name string) int64 {
+	if p := s.plan.Load(); p != nil {
+		return p.Outcomes[name]
+	}
+	return 0
+}
+
 // planStore shares the store among cfg's streams when its limit is known
 // (nats.embedded.max_store, else the embedded server's own; the account's
 // JetStream storage limit on a remote server), and refuses to start,
