@@ -95,6 +95,13 @@ type Ingress struct {
 	KeyHeader     string        `mapstructure:"key_header"`
 	MaxPayload    ByteSize      `mapstructure:"max_payload"`
 	DedupeWindow  time.Duration `mapstructure:"dedupe_window"`
+	// StatusPrefix is where jobs' status is asked:
+	// <status_prefix>.<downstream>.<job_id>. A change needs a restart.
+	StatusPrefix string `mapstructure:"status_prefix"`
+	// EventsPrefix is where jobs' changes of state are published (and, on
+	// jetstream, stored): <events_prefix>.<downstream>.<state>. A change
+	// needs a restart.
+	EventsPrefix string `mapstructure:"events_prefix"`
 }
 
 // Downstream configures one protected backend.
@@ -120,6 +127,9 @@ type Downstream struct {
 	Breaker Breaker `mapstructure:"breaker"`
 	// Maintenance are recurring windows with no starts (maintenance.go).
 	Maintenance Maintenance `mapstructure:"maintenance"`
+	// Outcomes say what is kept and told of each job's outcome: records,
+	// results and events (outcomes.go; reloadable).
+	Outcomes Outcomes `mapstructure:"outcomes"`
 }
 
 // Breaker configures a downstream's circuit breaker: Failures consecutive
@@ -237,6 +247,20 @@ type NATSSink struct {
 type DeadLetters struct {
 	MaxAge   time.Duration `mapstructure:"max_age"`
 	MaxCount int           `mapstructure:"max_count"`
+}
+
+// Outcomes configure a downstream's job records, results and events: a
+// record of each accepted job from acceptance until Keep after it ends,
+// holding up to ResultBytes of the downstream's answer, and with Events
+// every change of state published. Keep 0 keeps no records.
+type Outcomes struct {
+	Keep        time.Duration `mapstructure:"keep"`
+	ResultBytes ByteSize      `mapstructure:"result_bytes"`
+	Events      bool          `mapstructure:"events"`
+	// MaxRecords bounds the records a memory queue's downstream keeps in
+	// this instance (oldest finished first); unused on jetstream, where the
+	// store's sharing bounds them (StorePlan.Outcomes).
+	MaxRecords int `mapstructure:"max_records"`
 }
 
 // Retry configures delivery retries.

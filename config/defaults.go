@@ -33,6 +33,8 @@ func Defaults() Config {
 			KeyHeader:     producer.DefaultKeyHeader,
 			MaxPayload:    1 << 20,
 			DedupeWindow:  jetstream.DefaultDedupeWindow,
+			StatusPrefix:  DefaultStatusPrefix,
+			EventsPrefix:  DefaultEventsPrefix,
 		},
 		ShutdownGrace: settings.DefaultShutdownGrace,
 	}
@@ -41,7 +43,8 @@ func Defaults() Config {
 // DefaultDownstream returns the defaults every downstream starts from:
 // concurrency 1, queue.backend jetstream, no max_wait (0 = jobs wait as long
 // as the queue holds them), one priority level, queue.max_delay 24h, retry {5, 1s, 1m}, the breaker on {5, 5s, 5m}
-// (failures 0 turns it off), dead letters kept for 168h, at most 10000.
+// (failures 0 turns it off), dead letters kept for 168h, at most 10000,
+// outcomes {keep 24h, result_bytes 64KiB, events false, max_records 100000}.
 // Rate, queue.capacity and the sink have no default; admission is off
 // unless configured; dead_letter defaults to shaper.dead.<name>
 // (DeadLetterSubject).
@@ -56,6 +59,7 @@ func DefaultDownstream() Downstream {
 		RateControl: RateFixed,
 		Breaker: Breaker{Failures: policy.DefaultBreakerFailures, OpenFor: policy.DefaultBreakerOpenFor,
 			MaxOpenFor: policy.DefaultBreakerMaxOpenFor},
+		Outcomes: Outcomes{Keep: DefaultOutcomesKeep, ResultBytes: DefaultResultBytes, MaxRecords: DefaultMaxRecords},
 	}
 }
 

@@ -26,7 +26,7 @@ downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, back
 		{"store_bounds", `downstreams.printer.queue.max_bytes: must be 0 (no byte bound) or 64KiB (ingress.max_payload)..1024GiB, got 1KiB (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_BYTES)
 downstreams.scanner.queue.max_bytes: must be 0 (no byte bound) or 64KiB (ingress.max_payload)..1024GiB, got 2048GiB (env SHAPER_DOWNSTREAMS_SCANNER_QUEUE_MAX_BYTES)
 nats.embedded.max_store: must be 0 (the server's own limit) or 1MiB..1048576GiB, got 512KiB (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
-		{"store_too_small", `nats.embedded.max_store: cannot hold the bounds it must keep room for: downstreams.printer.queue.max_bytes 2MiB + dead letters' room 2304KiB (2 downstreams × 1152KiB) + 409KiB for KV buckets + one message of 576KiB for each jetstream queue without queue.max_bytes (scanner) = at least 5337KiB; raise it, or lower the queues' queue.max_bytes or ingress.max_payload (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
+		{"store_too_small", `nats.embedded.max_store: cannot hold the bounds it must keep room for: downstreams.printer.queue.max_bytes 2MiB + dead letters' room 2304KiB (2 downstreams × 1152KiB) + outcomes' room 598KiB (printer 299KiB, scanner 299KiB) + 409KiB for KV buckets + one message of 576KiB for each jetstream queue without queue.max_bytes (scanner) = at least 5935KiB; raise it, or lower the queues' queue.max_bytes or ingress.max_payload, or keep less of the outcomes (a lower outcomes.result_bytes, or outcomes.keep 0) (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
 		{"store_remote", `nats.embedded.max_store: is only used by the embedded server (nats.url empty); remove it, or set the limit on the NATS server or account (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
 		{"unknown_top_key", `shutdown_grase: unknown key; valid keys here: nats, admin, ingress, shutdown_grace, downstreams`},
 		{"bad_rate", `downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
@@ -56,6 +56,8 @@ downstreams.scanner.dead_letters.max_count: must be 1..10000000, got 20000000 (e
 downstreams.c.dead_letter: "erp.orders" is the sink.nats.subject of downstreams.a, so its deliveries would be stored as dead letters; use another subject (env SHAPER_DOWNSTREAMS_C_DEAD_LETTER)
 downstreams.d.dead_letter: "shaper.queue.d" is under nats.jetstream.subject_prefix "shaper.queue", where durable queues keep their jobs; use another subject, e.g. shaper.dead.d (env SHAPER_DOWNSTREAMS_D_DEAD_LETTER)`},
 		{"dead_letter_default_loop", `downstreams.printer.dead_letter: "shaper.dead.printer" is under ingress.subject_prefix "shaper", so jobs would loop back into the intake; use another subject (env SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTER)
+ingress.events_prefix: "shaper.events" overlaps ingress.subject_prefix "shaper", so events would be taken as jobs; use another subject, e.g. shaper.events (env SHAPER_INGRESS_EVENTS_PREFIX)
+ingress.status_prefix: "shaper.status" overlaps ingress.subject_prefix "shaper", so status requests would be taken as jobs; use another subject, e.g. shaper.status (env SHAPER_INGRESS_STATUS_PREFIX)
 nats.jetstream.subject_prefix: "shaper.queue" overlaps ingress.subject_prefix "shaper", so stored jobs would loop back into the intake; use another subject, e.g. shaper.queue (env SHAPER_NATS_JETSTREAM_SUBJECT_PREFIX)`},
 		{"nats_wildcard", `downstreams.printer.sink.nats.subject: "erp.*" is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs (env SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
 		{"bad_subject_prefix", `ingress.subject_prefix: "shaper.>" is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs (env SHAPER_INGRESS_SUBJECT_PREFIX)`},
@@ -173,7 +175,8 @@ func TestDefaults(t *testing.T) {
 				RatesBucket: "SHAPER_RATES"}},
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{SubjectPrefix: "shaper.jobs", QueueGroup: "shaper", KeyHeader: "Shaper-Key",
-			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute},
+			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute,
+			StatusPrefix: "shaper.status", EventsPrefix: "shaper.events"},
 		ShutdownGrace: 10 * time.Second,
 	}
 	if !reflect.DeepEqual(d, want) {
@@ -183,6 +186,9 @@ func TestDefaults(t *testing.T) {
 
 // defaultBreaker is downstreams.NAME.breaker when not configured: on.
 var defaultBreaker = Breaker{Failures: 5, OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute}
+
+// defaultOutcomes is downstreams.NAME.outcomes when not configured.
+var defaultOutcomes = Outcomes{Keep: 24 * time.Hour, ResultBytes: 64 << 10, MaxRecords: 100000}
 
 func TestLoadMinimalAppliesDefaults(t *testing.T) {
 	t.Parallel()
@@ -201,6 +207,7 @@ func TestLoadMinimalAppliesDefaults(t *testing.T) {
 		DeadLetters: DeadLetters{MaxAge: 168 * time.Hour, MaxCount: 10000},
 		RateControl: "fixed",
 		Breaker:     defaultBreaker,
+		Outcomes:    defaultOutcomes,
 	}}
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("Load =\n%v\nwant\n%v", cfg, want)
@@ -227,6 +234,7 @@ func TestLoadFull(t *testing.T) {
 			DeadLetters: DeadLetters{MaxAge: 24 * time.Hour, MaxCount: 500},
 			RateControl: "fixed",
 			Breaker:     defaultBreaker,
+			Outcomes:    defaultOutcomes,
 		},
 		"legacy-erp": {
 			Rate:        2,
@@ -239,6 +247,7 @@ func TestLoadFull(t *testing.T) {
 			DeadLetters: DeadLetters{MaxAge: 168 * time.Hour, MaxCount: 10000},
 			RateControl: "fixed",
 			Breaker:     defaultBreaker,
+			Outcomes:    defaultOutcomes,
 		},
 	}
 	if !reflect.DeepEqual(cfg, want) {

@@ -39,6 +39,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			Policies:    d.policies(),
 			Breaker:     d.breaker(),
 			Maintenance: d.maintenance(),
+			Outcomes:    d.Outcomes.settings(),
 
 			AdmissionStore: d.Admission.store(),
 		})
@@ -74,7 +75,8 @@ func (s Sink) spec() shaper.SinkSpec {
 
 // RestartRequired returns the keys that differ between old and next and
 // cannot change while running, sorted: every changed nats.* and admin.*
-// key, ingress.subject_prefix, ingress.queue_group, and
+// key, ingress.subject_prefix, ingress.queue_group, ingress.status_prefix,
+// ingress.events_prefix, and
 // downstreams.NAME.queue.backend for a downstream in both configs. Adding
 // or removing a downstream is not listed. nil means next can be applied in
 // place.
@@ -105,7 +107,7 @@ func RestartRequired(old, next Config) []string {
 
 func restartKey(path string) bool {
 	switch path {
-	case "ingress.subject_prefix", "ingress.queue_group":
+	case "ingress.subject_prefix", "ingress.queue_group", "ingress.status_prefix", "ingress.events_prefix":
 		return true
 	}
 	return strings.HasPrefix(path, "nats.") || strings.HasPrefix(path, "admin.")

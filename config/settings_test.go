@@ -14,6 +14,7 @@ import (
 	"github.com/shaperd/shaper/limiter"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/policy"
+	"github.com/shaperd/shaper/shaper/settings"
 )
 
 func TestShaperSettings(t *testing.T) {
@@ -34,6 +35,7 @@ func TestShaperSettings(t *testing.T) {
 				DeadLetter:  "shaper.dead.legacy-erp",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 168 * time.Hour, MaxCount: 10000},
 				Breaker:     on,
+				Outcomes:    settings.Outcomes{Keep: 24 * time.Hour, ResultBytes: 64 << 10, MaxRecords: 100000},
 				Policies:    shaper.Policies{MaxCost: 1, Priorities: 1, MaxDelay: 24 * time.Hour},
 			},
 			{
@@ -45,6 +47,7 @@ func TestShaperSettings(t *testing.T) {
 				DeadLetter:  "shaper.dead.printer",
 				DeadLetters: shaper.DeadLetterLimits{MaxAge: 24 * time.Hour, MaxCount: 500},
 				Breaker:     on,
+				Outcomes:    settings.Outcomes{Keep: 24 * time.Hour, ResultBytes: 64 << 10, MaxRecords: 100000},
 				Policies:    shaper.Policies{MaxCost: 1, Priorities: 1, MaxDelay: 24 * time.Hour},
 			},
 		},

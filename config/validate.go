@@ -81,6 +81,7 @@ func (c Config) validate(ps *problems) {
 		c.Downstreams[name].validate(v, key+".", c.Ingress.SubjectPrefix)
 	}
 	c.validateDeadLetters(v)
+	c.validateOutcomes(v)
 	c.validateStore(v)
 }
 
@@ -325,11 +326,8 @@ func (v validator) subject(key, s string, required bool) {
 		v.add(key, "required; write a NATS subject, e.g. shaper.jobs")
 		return
 	}
-	for _, tok := range strings.Split(s, ".") {
-		if tok == "" || strings.ContainsAny(tok, "*>") || strings.ContainsFunc(tok, isSpaceOrCtl) {
-			v.add(key, "%q is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs", s)
-			return
-		}
+	if !literalSubject(s) {
+		v.add(key, "%q is not a NATS subject without wildcards; use dot-separated tokens without spaces, * or >, e.g. shaper.jobs", s)
 	}
 }
 
