@@ -1,6 +1,7 @@
 // Command shaperctl is the operator and producer tool for shaperd: it
-// publishes test jobs, shows the downstream table, lists and replays dead
-// letters, probes /healthz (the container's HEALTHCHECK), compares
+// publishes test jobs (and waits for their outcomes), shows what became of
+// a job and a downstream's job events, shows the downstream table, lists
+// and replays dead letters, probes /healthz (the container's HEALTHCHECK), compares
 // admission algorithms on a traffic pattern and runs a demo HTTP
 // downstream. The commands that call the admin API take -user/-password
 // (admin.basic_auth) and -ca with an https:// URL (admin.tls).
@@ -33,7 +34,9 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"publish", "send N jobs to a downstream and summarise the replies", cmdPublish},
+		{"publish", "send N jobs to a downstream and summarise the replies (-wait: and the outcomes)", cmdPublish},
+		{"job", "show what became of one job: its state, tries, error and the downstream's answer", cmdJob},
+		{"watch", "print a downstream's job events live (-since: the stored ones first)", cmdWatch},
 		{"status", "show every downstream's rate, queue depth and counters from the admin API", cmdStatus},
 		{"dead", "list, show, replay or purge a downstream's stored dead letters", cmdDead},
 		{"pause", "pause a downstream's starts, until resumed or for a while (-for, -until)", cmdPause},
@@ -83,6 +86,9 @@ func printUsage(w io.Writer) {
 Examples:
   shaperctl sink -listen 127.0.0.1:8080
   shaperctl publish -downstream printer -n 15
+  shaperctl publish -downstream printer -n 15 -wait
+  shaperctl job -downstream printer mXhY22bep2ILqbikPi2SY5
+  shaperctl watch -downstream printer -since 10m
   shaperctl status -watch 2s
   SHAPER_ADMIN_USER=ops SHAPER_ADMIN_PASSWORD=... shaperctl status -admin https://host:9090 -ca ca.pem
   shaperctl dead list -downstream printer

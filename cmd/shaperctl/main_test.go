@@ -41,7 +41,7 @@ func TestRunUsage(t *testing.T) {
 		{"no args", nil, exitUsage, "Commands:"},
 		{"help", []string{"-h"}, exitOK, "publish"},
 		{"unknown", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
-		{"publish help", []string{"publish", "-h"}, exitOK, "Example:\n  shaperctl publish -downstream printer"},
+		{"publish help", []string{"publish", "-h"}, exitOK, "Examples:\n  shaperctl publish -downstream printer"},
 		{"status help", []string{"status", "-h"}, exitOK, "shaperctl status -admin"},
 		{"simulate help", []string{"simulate", "-h"}, exitOK, "-pattern boundary"},
 		{"sink help", []string{"sink", "-h"}, exitOK, "-fail-every 5"},

@@ -44,6 +44,9 @@ type publishOptions struct {
 	SubjectPrefix string
 	Timeout       time.Duration
 	NoReply       bool
+	Wait          bool          // SubmitAndWait: wait for each job's outcome
+	WaitTimeout   time.Duration // with Wait: how long to wait for one job's outcome
+	StatusPrefix  string        // with Wait: the status look-ups' prefix
 	JSON          bool
 	Verbose       bool
 }
@@ -91,7 +94,8 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitFailed
 	}
 	defer nc.Close()
-	client, err := producer.New(nc, producer.SubjectPrefix(o.SubjectPrefix), producer.KeyHeader(o.KeyHeader), producer.Timeout(o.Timeout))
+	client, err := producer.New(nc, producer.SubjectPrefix(o.SubjectPrefix), producer.StatusPrefix(o.StatusPrefix),
+		producer.KeyHeader(o.KeyHeader), producer.Timeout(o.Timeout))
 	if err != nil {
 		return usageErr(stderr, "publish", "%v", err)
 	}
@@ -116,6 +120,12 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			sum.NoAnswer, sum.Jobs, what, formatCounts(sum.NoAnswerBy, "="))
 		return exitFailed
 	}
+	if sum.NoOutcome > 0 {
+		fmt.Fprintf(stderr, "shaperctl publish: %d of %d accepted jobs did not end within -wait-timeout %s (%s): "+
+			"raise -wait-timeout, or look them up with 'shaperctl job'\n",
+			sum.NoOutcome, sum.Accepted, o.WaitTimeout, formatCounts(sum.NoOutcomeBy, "="))
+		return exitFailed
+	}
 	return exitOK
 }
 
@@ -124,11 +134,18 @@ func parsePublishFlags(args []string, stderr io.Writer) (publishOptions, int, bo
 would, and prints what the daemon answered: accepted (with queue positions and
 ETAs), rejected by reason, the Retry-After values seen, duplicates, and jobs that
 got no answer. Sends follow an absolute schedule (t0 + k/rate).
-Exit code: 0 when every job got an answer (rejections included), 1 when some
-did not, 2 for a usage error.
+With -wait, each job also asks for its outcome (Shaper-Reply-To) and is waited
+for until it ends, at most -wait-timeout: the summary adds the accepted jobs by
+final state (succeeded, failed, expired, dropped) and the accepted→ended latency
+p50/p99 (from send to outcome). A worker holds its job until it ends, so
+-concurrency bounds the jobs waited for at once; raise it to keep -rate.
+Exit code: 0 when every job got an answer (rejections included) and, with
+-wait, every accepted job an outcome (failed ones included), 1 when some did
+not, 2 for a usage error.
 
-Example:
+Examples:
   shaperctl publish -downstream printer -n 15 -rate 50/s -keys 3 -v
+  shaperctl publish -downstream printer -n 100 -rate 2/s -concurrency 100 -wait
 `, stderr)
 	var o publishOptions
 	rate, payloadFile := definePublishFlags(fs, &o)
@@ -136,7 +153,7 @@ Example:
 	if code, ok := parseFlags(fs, args); !ok {
 		return o, code, false
 	}
-	if msg := checkPublish(o); msg != "" {
+	if msg := cmp.Or(checkPublish(o), checkWait(o)); msg != "" {
 		return o, usageErr(stderr, "publish", "%s", msg), false
 	}
 	bad := func(format string, args ...any) (publishOptions, int, bool) {
@@ -193,6 +210,9 @@ func definePublishFlags(fs *flag.FlagSet, o *publishOptions) (rate, payloadFile 
 	fs.StringVar(&o.SubjectPrefix, "subject-prefix", producer.DefaultSubjectPrefix, "ingress subject prefix (ingress.subject_prefix)")
 	fs.DurationVar(&o.Timeout, "timeout", 5*time.Second, "how long to wait for each reply")
 	fs.BoolVar(&o.NoReply, "no-reply", false, "plain publish: no reply subject, so no answers to count")
+	fs.BoolVar(&o.Wait, "wait", false, "wait for each accepted job's outcome; summarise states and latency")
+	fs.DurationVar(&o.WaitTimeout, "wait-timeout", 5*time.Minute, "with -wait: how long to wait for one job's outcome")
+	fs.StringVar(&o.StatusPrefix, "status-prefix", producer.DefaultStatusPrefix, "with -wait: status look-up prefix (ingress.status_prefix)")
 	fs.BoolVar(&o.JSON, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.Verbose, "v", false, "also print one line per job")
 	return rate, payloadFile
@@ -252,6 +272,7 @@ type jobResult struct {
 	JobID      string        `json:"job_id,omitempty"`
 	NotBefore  string        `json:"not_before,omitempty"` // a delayed job's instant, RFC 3339
 	Err        string        `json:"error,omitempty"`      // no answer: timeout, no_responders, …; or the daemon's error text
+	jobOutcome
 }
 
 // publishJobs sends o.N jobs from o.Concurrency workers, paced by pace, and
@@ -315,6 +336,10 @@ func sendJob(ctx context.Context, c *producer.Client, o publishOptions, i int, t
 		if err := c.Publish(o.Downstream, payload, opts...); err != nil {
 			r.Err = errorKind(err)
 		}
+		return r
+	}
+	if o.Wait {
+		waitJob(ctx, c, o, &r, payload, opts)
 		return r
 	}
 	res, err := c.Submit(ctx, o.Downstream, payload, opts...)

@@ -27,8 +27,12 @@ func runNATS(t *testing.T) *server.Server {
 
 // fakeDaemon answers jobs on shaper.jobs.printer per docs/protocol.md: a queue of
 // capacity slots (queue_full beyond, Retry-After 1), key-2 is rate limited
-// (Retry-After 3), and a repeated Nats-Msg-Id is an accepted duplicate.
+// (Retry-After 3), and a repeated Nats-Msg-Id is an accepted duplicate. A
+// new job with Shaper-Reply-To ends at once and gets its outcome there:
+// failed with a 500 when its payload says "fail", none at all when it
+// says "lose", else succeeded with a 200.
 type fakeDaemon struct {
+	nc       *nats.Conn
 	mu       sync.Mutex
 	capacity int
 	queued   int
@@ -43,7 +47,7 @@ func startFakeDaemon(t *testing.T, url string, capacity int) *fakeDaemon {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	f := &fakeDaemon{capacity: capacity, ids: map[string]string{}}
+	f := &fakeDaemon{nc: nc, capacity: capacity, ids: map[string]string{}}
 	if _, err := nc.Subscribe("shaper.jobs.printer", f.handle); err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +84,30 @@ func (f *fakeDaemon) handle(m *nats.Msg) {
 		}
 		body = map[string]any{"status": "accepted", "downstream": "printer", "job_id": jobID,
 			"position": f.queued, "eta_seconds": float64(f.queued) / 2}
+		defer f.end(jobID, m)
 	}
 	reply.Header.Set("Shaper-Status", body["status"].(string))
 	reply.Data, _ = json.Marshal(body)
 	_ = m.RespondMsg(reply)
+}
+
+// end publishes the outcome of job id, sent as m, on its Shaper-Reply-To.
+func (f *fakeDaemon) end(id string, m *nats.Msg) {
+	rt := m.Header.Get("Shaper-Reply-To")
+	if rt == "" || strings.Contains(string(m.Data), "lose") {
+		return
+	}
+	out := nats.NewMsg(rt)
+	out.Header.Set("Shaper-Job-Id", id)
+	out.Header.Set("Shaper-Attempt", "1")
+	out.Header.Set("Shaper-State", "succeeded")
+	out.Header.Set("Shaper-Status-Code", "200")
+	if strings.Contains(string(m.Data), "fail") {
+		out.Header.Set("Shaper-State", "failed")
+		out.Header.Set("Shaper-Status-Code", "500")
+		out.Header.Set("Shaper-Error", "downstream answered 500")
+	}
+	_ = f.nc.PublishMsg(out)
 }
 
 func TestPublishSummary(t *testing.T) {

@@ -30,24 +30,25 @@ func (s *span) add(v float64) *span {
 
 // publishSummary aggregates the results of one publish run.
 type publishSummary struct {
-	Subject     string         `json:"subject"`
-	Jobs        int            `json:"jobs"`
-	Sent        int            `json:"sent"`
-	Accepted    int            `json:"accepted"` // duplicates included
-	Duplicates  int            `json:"duplicates"`
-	Rejected    int            `json:"rejected"`
-	RejectedBy  map[string]int `json:"rejected_by_reason"`
-	RetryAfter  map[int]int    `json:"retry_after_seconds"` // value → how many replies carried it
-	Position    *span          `json:"position,omitempty"`
-	ETA         *span          `json:"eta_seconds,omitempty"`
-	Paused      int            `json:"paused,omitempty"` // accepted while paused until resumed: no eta
-	NoAnswer    int            `json:"no_answer"`        // sent (or not), never answered
-	NoAnswerBy  map[string]int `json:"no_answer_by_error"`
-	TargetRate  float64        `json:"target_rate_per_second"` // 0: as fast as possible
-	SendRate    float64        `json:"achieved_rate_per_second"`
-	WallSeconds float64        `json:"wall_seconds"`
-	NoReply     bool           `json:"no_reply,omitempty"`
-	Results     []jobResult    `json:"jobs_detail,omitempty"` // with -v
+	Subject        string         `json:"subject"`
+	Jobs           int            `json:"jobs"`
+	Sent           int            `json:"sent"`
+	Accepted       int            `json:"accepted"` // duplicates included
+	Duplicates     int            `json:"duplicates"`
+	Rejected       int            `json:"rejected"`
+	RejectedBy     map[string]int `json:"rejected_by_reason"`
+	RetryAfter     map[int]int    `json:"retry_after_seconds"` // value → how many replies carried it
+	Position       *span          `json:"position,omitempty"`
+	ETA            *span          `json:"eta_seconds,omitempty"`
+	Paused         int            `json:"paused,omitempty"` // accepted while paused until resumed: no eta
+	NoAnswer       int            `json:"no_answer"`        // sent (or not), never answered
+	NoAnswerBy     map[string]int `json:"no_answer_by_error"`
+	TargetRate     float64        `json:"target_rate_per_second"` // 0: as fast as possible
+	SendRate       float64        `json:"achieved_rate_per_second"`
+	WallSeconds    float64        `json:"wall_seconds"`
+	NoReply        bool           `json:"no_reply,omitempty"`
+	outcomeSummary                // with -wait
+	Results        []jobResult    `json:"jobs_detail,omitempty"` // with -v
 }
 
 // summarize aggregates results (in index order) of a run that took wall.
@@ -70,6 +71,9 @@ func summarize(o publishOptions, results []jobResult, wall time.Duration) publis
 	}
 	if s.Sent > 1 && last > first {
 		s.SendRate = float64(s.Sent-1) / (last - first).Seconds()
+	}
+	if o.Wait {
+		s.outcomeSummary = summarizeOutcomes(results)
 	}
 	if o.Verbose {
 		s.Results = results
@@ -114,7 +118,7 @@ func writeSummary(w io.Writer, o publishOptions, s publishSummary, results []job
 		return enc.Encode(s)
 	}
 	if o.Verbose {
-		if err := writeJobTable(w, results); err != nil {
+		if err := writeJobTable(w, results, o.Wait); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
@@ -147,6 +151,9 @@ func writeSummaryText(w io.Writer, s publishSummary) error {
 			fmt.Sprintf("  rejected     %4d  %s", s.Rejected, formatCounts(s.RejectedBy, "=")),
 			fmt.Sprintf("  retry-after        %s", formatRetryAfter(s.RetryAfter)),
 			fmt.Sprintf("  no answer    %4d  %s", s.NoAnswer, formatCounts(s.NoAnswerBy, "=")))
+	}
+	if s.Wait {
+		lines = append(lines, outcomeLines(s.outcomeSummary)...)
 	}
 	for _, l := range lines {
 		if _, err := fmt.Fprintln(w, strings.TrimRight(l, " ")); err != nil {
@@ -205,10 +212,15 @@ func formatRetryAfter(m map[int]int) string {
 	return strings.Join(parts, " ")
 }
 
-// writeJobTable prints one line per job.
-func writeJobTable(w io.Writer, results []jobResult) error {
+// writeJobTable prints one line per job; with wait, its outcome and
+// latency too.
+func writeJobTable(w io.Writer, results []jobResult, wait bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tKEY\tSTATUS\tREASON\tRETRY-AFTER\tPOSITION\tETA")
+	head := "JOB\tKEY\tSTATUS\tREASON\tRETRY-AFTER\tPOSITION\tETA"
+	if wait {
+		head += "\tJOB ID\tOUTCOME\tLATENCY"
+	}
+	fmt.Fprintln(tw, head)
 	for _, r := range results {
 		status, reason := r.Status, r.Reason
 		if status == "" {
@@ -220,8 +232,12 @@ func writeJobTable(w io.Writer, results []jobResult) error {
 		if r.Status == "accepted" && !r.Duplicate {
 			position = strconv.Itoa(r.Position)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Index, dash(r.Key), status, dash(reason),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s", r.Index, dash(r.Key), status, dash(reason),
 			dashInt(r.RetryAfter, "s"), position, etaText(r.ETA, r.Paused))
+		if wait {
+			fmt.Fprintf(tw, "\t%s\t%s\t%s", dash(r.JobID), outcomeText(r), etaText(r.Latency, false))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

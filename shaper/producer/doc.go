@@ -1,9 +1,11 @@
 // Package producer provides a Go client for submitting jobs to shaperd over
 // NATS: the job protocol (subjects, headers and replies) with
 // typed options for its headers, a typed Result for its replies, errors per
-// rejection reason, and a submit that waits out Retry-After.
+// rejection reason, a submit that waits out Retry-After, and what became of
+// a job: a submit that waits for its outcome, and the status look-up.
 //
-// It imports only nats.go and the standard library.
+// It imports only nats.go, the standard library and shaper/outcome (the
+// record type, itself the standard library only).
 //
 // # Submitting a job
 //
@@ -51,10 +53,34 @@
 //	defer cancel()
 //	res, err := producer.SubmitRetry(ctx, nc, "printer", payload, producer.Key("acme"))
 //
+// # Waiting for the outcome
+//
+// SubmitAndWait sends a job and returns once it has ended (succeeded,
+// failed, expired or dropped), with the downstream's answer: status code,
+// Content-Type and body. It has no timeout of its own for the outcome, so
+// give the context one:
+//
+//	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+//	defer cancel()
+//	o, err := producer.SubmitAndWait(ctx, nc, "pay", payload, producer.MsgID("order-42"))
+//	switch {
+//	case err != nil:
+//		return err // a rejection (o.Accepted says why), or ctx ended: o.State is the last seen
+//	case o.State != outcome.Succeeded:
+//		return fmt.Errorf("job %s %s after %d tries: %s", o.JobID, o.State, o.Attempt, o.Error)
+//	}
+//	fmt.Printf("%d %s in %s: %s\n", o.StatusCode, o.ContentType, o.Latency, o.Body)
+//
+// ReplyTo asks for the outcome on a subject of your own instead (a worker
+// that handles outcomes apart from the submits); Status looks a job up at
+// any time, by downstream and job id, and answers state outcome.Unknown
+// for an id shaperd has no record of.
+//
 // # Clients
 //
 // The package functions use shaperd's defaults. When the daemon's
-// ingress.subject_prefix or ingress.key_header differ, create a Client:
+// ingress.subject_prefix, ingress.status_prefix or ingress.key_header
+// differ, create a Client:
 //
 //	c, err := producer.New(nc, producer.SubjectPrefix("jobs"), producer.KeyHeader("X-Tenant"))
 //	...

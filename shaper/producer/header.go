@@ -15,7 +15,8 @@ const (
 	HeaderPriority    = "Shaper-Priority"
 	HeaderDelay       = "Shaper-Delay"
 	HeaderNotBefore   = "Shaper-Not-Before"
-	HeaderContentType = "Content-Type" // the one producer header passed on to an HTTP downstream
+	HeaderContentType = "Content-Type"    // the one producer header passed on to an HTTP downstream
+	HeaderReplyTo     = "Shaper-Reply-To" // the subject a job's final outcome is published on
 
 	// shaperd's reply to a job carries these. A downstream's 429 or 503
 	// may carry HeaderRetryAfter too.
@@ -32,4 +33,10 @@ const (
 	// HeaderAttempt.
 	HeaderError      = "Shaper-Error"
 	HeaderDownstream = "Shaper-Downstream"
+
+	// A job's outcome (on its Shaper-Reply-To), its events and the answer
+	// to a status look-up carry these besides HeaderJobID, HeaderAttempt,
+	// HeaderError and HeaderContentType.
+	HeaderState      = "Shaper-State"       // the job's state: queued, started, succeeded, …
+	HeaderStatusCode = "Shaper-Status-Code" // the downstream's HTTP status; absent for a NATS sink
 )

@@ -82,6 +82,18 @@ func NotBefore(t time.Time) Option {
 	return setHeader(HeaderNotBefore, t.UTC().Format(time.RFC3339Nano))
 }
 
+// ReplyTo sets Shaper-Reply-To: once the job ends (succeeded, failed,
+// expired or dropped) shaperd publishes its final outcome on subject:
+// the downstream's answer body, with the headers Shaper-Job-Id,
+// Shaper-State, Shaper-Attempt, Shaper-Status-Code (HTTP), Shaper-Error
+// (when it did not succeed) and the answer's Content-Type. The accept
+// reply still comes first, on the request's own reply subject. subject
+// is a publish subject (no wildcards, no spaces or empty tokens, at most
+// 256 bytes); shaperd refuses another as bad_request. On a jetstream
+// queue the outcome is sent at least once: the job id tells repeats
+// apart. SubmitAndWait sets it itself, to its own inbox.
+func ReplyTo(subject string) Option { return setHeader(HeaderReplyTo, subject) }
+
 func setHeader(name, value string) Option {
 	return func(j *job) { j.hdr.Set(name, value) }
 }

@@ -14,19 +14,22 @@ import (
 // Defaults of a Client, matching shaperd's defaults.
 const (
 	DefaultSubjectPrefix = "shaper.jobs"
+	DefaultStatusPrefix  = "shaper.status"
 	DefaultKeyHeader     = HeaderKey
 	DefaultTimeout       = 5 * time.Second
 )
 
 // Client submits jobs to shaperd over one NATS connection. It holds what
-// must match the daemon's config: the subject prefix and the key header.
+// must match the daemon's config: the subject and status prefixes and the
+// key header.
 // The zero value is not usable; create one with New. A Client is safe for
 // concurrent use; it owns no goroutines and does not close the connection.
 type Client struct {
-	nc        *nats.Conn
-	prefix    string // with the trailing dot
-	keyHeader string
-	timeout   time.Duration
+	nc           *nats.Conn
+	prefix       string // with the trailing dot
+	statusPrefix string // with the trailing dot
+	keyHeader    string
+	timeout      time.Duration
 }
 
 // ClientOption configures a Client.
@@ -37,6 +40,13 @@ type ClientOption func(*Client)
 // goes to <prefix>.D.
 func SubjectPrefix(prefix string) ClientOption {
 	return func(c *Client) { c.prefix = prefix + "." }
+}
+
+// StatusPrefix sets the subject prefix of status look-ups, shaperd's
+// ingress.status_prefix (default "shaper.status"): the status of job J of
+// downstream D is asked on <prefix>.D.J. Status and SubmitAndWait use it.
+func StatusPrefix(prefix string) ClientOption {
+	return func(c *Client) { c.statusPrefix = prefix + "." }
 }
 
 // KeyHeader sets the header that carries Key, shaperd's ingress.key_header
@@ -56,16 +66,19 @@ func Timeout(d time.Duration) ClientOption {
 // New returns a Client that sends on nc. It fails when nc is nil or an
 // option is out of range.
 func New(nc *nats.Conn, opts ...ClientOption) (*Client, error) {
-	c := &Client{nc: nc, prefix: DefaultSubjectPrefix + ".", keyHeader: DefaultKeyHeader, timeout: DefaultTimeout}
+	c := &Client{nc: nc, prefix: DefaultSubjectPrefix + ".", statusPrefix: DefaultStatusPrefix + ".",
+		keyHeader: DefaultKeyHeader, timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(c)
 	}
-	p := strings.TrimSuffix(c.prefix, ".")
+	p, sp := strings.TrimSuffix(c.prefix, "."), strings.TrimSuffix(c.statusPrefix, ".")
 	switch {
 	case nc == nil:
 		return nil, errors.New("producer: New needs a *nats.Conn, got nil")
-	case p == "" || strings.ContainsAny(p, " \t\r\n*>") || strings.HasPrefix(p, ".") || strings.Contains(p, ".."):
+	case !isPrefix(p):
 		return nil, fmt.Errorf("producer: subject prefix %q is not a subject prefix; write e.g. %s", p, DefaultSubjectPrefix)
+	case !isPrefix(sp):
+		return nil, fmt.Errorf("producer: status prefix %q is not a subject prefix; write e.g. %s", sp, DefaultStatusPrefix)
 	case c.keyHeader == "" || strings.ContainsAny(c.keyHeader, " \t\r\n:"):
 		return nil, fmt.Errorf("producer: key header %q is not a header name; write e.g. %s", c.keyHeader, DefaultKeyHeader)
 	case c.timeout < 0:
@@ -127,6 +140,20 @@ func (c *Client) message(downstream string, payload []byte, opts []Option) (*nat
 
 // request sends m and parses the reply, under the client's timeout.
 func (c *Client) request(ctx context.Context, m *nats.Msg) (Result, error) {
+	reply, err := c.roundTrip(ctx, m, "submit to")
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := parseReply(reply)
+	if errors.Is(err, ErrBadReply) {
+		return res, fmt.Errorf("%w on %s (headers %v)", err, m.Subject, reply.Header)
+	}
+	return res, err
+}
+
+// roundTrip sends m as a request and returns the reply, under the
+// client's timeout; what names the request in an error ("submit to").
+func (c *Client) roundTrip(ctx context.Context, m *nats.Msg, what string) (*nats.Msg, error) {
 	rctx := ctx
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
@@ -136,15 +163,18 @@ func (c *Client) request(ctx context.Context, m *nats.Msg) (Result, error) {
 	reply, err := c.nc.RequestMsgWithContext(rctx, m)
 	switch {
 	case err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
-		return Result{}, fmt.Errorf("producer: submit to %s: no reply within %s: %w", m.Subject, c.timeout, nats.ErrTimeout)
+		return nil, fmt.Errorf("producer: %s %s: no reply within %s: %w", what, m.Subject, c.timeout, nats.ErrTimeout)
 	case err != nil:
-		return Result{}, fmt.Errorf("producer: submit to %s: %w", m.Subject, err)
+		return nil, fmt.Errorf("producer: %s %s: %w", what, m.Subject, err)
 	}
-	res, err := parseReply(reply)
-	if errors.Is(err, ErrBadReply) {
-		return res, fmt.Errorf("%w on %s (headers %v)", err, m.Subject, reply.Header)
-	}
-	return res, err
+	return reply, nil
+}
+
+// isPrefix reports whether p can prefix a subject: tokens without
+// wildcards or white space, none of them empty.
+func isPrefix(p string) bool {
+	return p != "" && !strings.ContainsAny(p, " \t\r\n*>") &&
+		!strings.HasPrefix(p, ".") && !strings.HasSuffix(p, ".") && !strings.Contains(p, "..")
 }
 
 // isToken reports whether s is a downstream name: letters, digits, - and _.

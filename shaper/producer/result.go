@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/shaper/outcome"
 )
 
 // Result is shaperd's answer to one job, parsed from the reply's headers
@@ -15,8 +17,8 @@ import (
 //
 // An accepted job has Accepted, JobID and Downstream set, and either
 // Position and ETA or, for a repeated Nats-Msg-Id, Duplicate (JobID is then
-// the original job's). A rejected job has Reason, its ErrorText and, where
-// waiting helps, RetryAfter.
+// the original job's, State its current state). A rejected job has Reason,
+// its ErrorText and, where waiting helps, RetryAfter.
 type Result struct {
 	Accepted   bool
 	JobID      string // shaperd's id of the job, also its Idempotency-Key downstream
@@ -28,8 +30,13 @@ type Result struct {
 	NotBefore time.Time
 	// Paused: accepted while the downstream is paused until resumed
 	// ("paused"); no start is scheduled, so ETA is unknown (zero).
-	Paused     bool
-	Duplicate  bool          // a job with the same Nats-Msg-Id was already accepted
+	Paused    bool
+	Duplicate bool // a job with the same Nats-Msg-Id was already accepted
+	// State is the first job's state when Duplicate ("state"): a
+	// duplicate's outcome goes to the first job's Shaper-Reply-To, so
+	// this, and Status, are how its sender learns where it stands. Empty
+	// otherwise, and from a shaperd that does not keep records.
+	State      outcome.State
 	Reason     string        // when rejected: one of the Reason constants
 	RetryAfter time.Duration // when rejected and waiting helps: whole seconds, rounded up by shaperd
 	ErrorText  string        // when rejected: shaperd's explanation, for people
@@ -41,6 +48,7 @@ type replyBody struct {
 	Downstream        string  `json:"downstream"`
 	JobID             string  `json:"job_id"`
 	Duplicate         bool    `json:"duplicate"`
+	State             string  `json:"state"`
 	Position          int     `json:"position"`
 	ETASeconds        float64 `json:"eta_seconds"`
 	Paused            bool    `json:"paused"`
@@ -58,7 +66,7 @@ func parseReply(m *nats.Msg) (Result, error) {
 	_ = json.Unmarshal(m.Data, &b) // a missing or odd body leaves the headers to speak
 	status := orDefault(m.Header.Get(HeaderStatus), b.Status)
 	r := Result{
-		JobID: b.JobID, Downstream: b.Downstream, Duplicate: b.Duplicate, Position: b.Position,
+		JobID: b.JobID, Downstream: b.Downstream, Duplicate: b.Duplicate, State: outcome.State(b.State), Position: b.Position,
 		ETA: seconds(b.ETASeconds), Paused: b.Paused,
 		Reason:    orDefault(m.Header.Get(HeaderReason), b.Reason),
 		ErrorText: b.Error,
