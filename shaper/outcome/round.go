@@ -135,15 +135,7 @@ func (b *Book) round(ctx context.Context) error {
 	if n == 0 {
 		return nil
 	}
-	var mem, shared []Entry
-	for _, c := range batch {
-		e := Entry{Record: c.Record, Keep: c.Keep, Max: c.Max}
-		if c.Shared && b.shared != nil {
-			shared = append(shared, e)
-		} else {
-			mem = append(mem, e)
-		}
-	}
+	mem, shared := entries(batch, b.shared != nil)
 	if len(shared) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, putTimeout)
 		err := b.shared.Put(pctx, shared)
@@ -173,6 +165,30 @@ func (b *Book) round(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// entries are the records batch stores, in the memory store and in the
+// shared one (when there is one): the last of each job only, as each
+// replaces the ones before it, so a job that changed several times while
+// the book was behind costs one write.
+func entries(batch []Change, hasShared bool) (mem, shared []Entry) {
+	type job struct{ downstream, id string }
+	last := make(map[job]int, len(batch))
+	for i, c := range batch {
+		last[job{c.Record.Downstream, c.Record.JobID}] = i
+	}
+	for i, c := range batch {
+		if last[job{c.Record.Downstream, c.Record.JobID}] != i {
+			continue
+		}
+		e := Entry{Record: c.Record, Keep: c.Keep, Max: c.Max}
+		if c.Shared && hasShared {
+			shared = append(shared, e)
+		} else {
+			mem = append(mem, e)
+		}
+	}
+	return mem, shared
 }
 
 // tell publishes c's event and, on a final change with a reply subject,
