@@ -179,7 +179,8 @@ func (s *Store) reensure(ctx context.Context, downstream string) error {
 // with a direct get of the last message on its subject, which any of the
 // stream's replicas answers. A downstream without a record stream, an
 // id that cannot be a subject token, and a record past its keep are
-// ok=false with a nil error.
+// ok=false with a nil error, and so is a record whose TTL passed that
+// the server has not removed yet.
 func (s *Store) Get(ctx context.Context, downstream, id string) (outcome.Record, bool, error) {
 	if token("downstream", downstream) != nil || token("job id", id) != nil {
 		return outcome.Record{}, false, nil
@@ -198,12 +199,22 @@ func (s *Store) Get(ctx context.Context, downstream, id string) (outcome.Record,
 	case err != nil:
 		return outcome.Record{}, false, fmt.Errorf("read job record %s of %s: %w", id, downstream, err)
 	}
+	if expired(m, s.now()) {
+		return outcome.Record{}, false, nil
+	}
 	var rec outcome.Record
 	if err := json.Unmarshal(m.Data, &rec); err != nil {
 		return outcome.Record{}, false, fmt.Errorf("read job record %s of %s: not a record (%q): %w",
 			id, downstream, m.Data, err)
 	}
 	return rec, true, nil
+}
+
+// expired reports whether m's TTL has passed at now: the server removes
+// such a message soon after, not at once.
+func expired(m *natsjs.RawStreamMsg, now time.Time) bool {
+	d, err := time.ParseDuration(m.Header.Get(natsjs.MsgTTLHeader))
+	return err == nil && !now.Before(m.Time.Add(d))
 }
 
 // Records is how many records downstream's stream holds (the

@@ -13,6 +13,7 @@ import (
 	natsjs "github.com/nats-io/nats.go/jetstream"
 
 	"github.com/shaperd/shaper/queue/jetstream"
+	"github.com/shaperd/shaper/shaper/outcome"
 )
 
 // Settings place the record and event streams; zero fields take the
@@ -30,6 +31,7 @@ type Settings struct {
 // it is safe for concurrent use, and every method but the names does I/O
 // bounded by its ctx.
 type Store struct {
+	now func() time.Time
 	js  natsjs.JetStream
 	set Settings
 	log *slog.Logger
@@ -70,7 +72,7 @@ func NewStore(nc *nats.Conn, s Settings) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("natsout: %w", err)
 	}
-	return &Store{js: js, set: s, log: s.Logger, lanes: map[string]*lane{}}, nil
+	return &Store{now: time.Now, js: js, set: s, log: s.Logger, lanes: map[string]*lane{}}, nil
 }
 
 // StreamName is the stream of downstream's records.
@@ -256,3 +258,9 @@ func same(a, b natsjs.StreamConfig) bool {
 		a.MaxAge == b.MaxAge && a.MaxMsgsPerSubject == b.MaxMsgsPerSubject &&
 		a.AllowMsgTTL == b.AllowMsgTTL && a.AllowDirect == b.AllowDirect && a.Duplicates == b.Duplicates
 }
+
+// The roles this package fills.
+var (
+	_ outcome.Store  = (*Store)(nil)
+	_ outcome.Teller = (*Teller)(nil)
+)

@@ -227,3 +227,18 @@ func streamConfig(t *testing.T, js natsjs.JetStream, name string) natsjs.StreamC
 	}
 	return st.CachedInfo().Config
 }
+
+// A record past its TTL is not answered, even before the server removed
+// it.
+func TestGetPastTTL(t *testing.T) {
+	s, _ := newStore(t)
+	ensure(t, s, "pay", 0, time.Hour)
+	put(t, s, time.Hour, rec("done", outcome.Expired), rec("waiting", outcome.Delayed))
+	s.now = func() time.Time { return time.Now().Add(time.Hour + time.Minute) }
+	if _, ok := get(t, s, "pay", "done"); ok {
+		t.Error("a final record an hour past its keep is answered")
+	}
+	if _, ok := get(t, s, "pay", "waiting"); !ok {
+		t.Error("a delayed job's record is not answered an hour later")
+	}
+}
