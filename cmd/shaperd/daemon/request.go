@@ -10,6 +10,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/outcome/natsout"
 	"github.com/shaperd/shaper/shaper/producer"
 )
 
@@ -25,7 +26,7 @@ const (
 	hdrRetry   = producer.HeaderRetryAfter
 	hdrJobID   = producer.HeaderJobID
 	hdrAttempt = producer.HeaderAttempt
-	hdrReplyTo = "Shaper-Reply-To"
+	hdrReplyTo = producer.HeaderReplyTo
 )
 
 // Bounds on producer-controlled header values. A value past a bound is a
@@ -34,8 +35,6 @@ const (
 	maxMaxWait  = 7 * 24 * time.Hour
 	maxKeyBytes = 256
 	maxIDBytes  = 256
-	// maxReplyTo bounds Shaper-Reply-To (a NATS subject).
-	maxReplyTo = 256
 )
 
 // unknownDownstream is the metric label for jobs naming no configured
@@ -121,32 +120,19 @@ func headerValue(hdr http.Header, name string, limit int) (string, error) {
 }
 
 // parseReplyTo reads Shaper-Reply-To: absent, or one publish subject
-// (no wildcards, no spaces or empty tokens, at most maxReplyTo bytes).
+// (natsout.ValidReplyTo).
 func parseReplyTo(hdr http.Header) (string, error) {
-	v, err := headerValue(hdr, hdrReplyTo, maxReplyTo)
-	if err != nil || v == "" {
-		return v, err
+	vals := hdr.Values(hdrReplyTo)
+	switch {
+	case len(vals) == 0 || vals[0] == "" && len(vals) == 1:
+		return "", nil
+	case len(vals) > 1:
+		return "", fmt.Errorf("header %s is given %d times; send it once", hdrReplyTo, len(vals))
 	}
-	if why := badSubject(v); why != "" {
-		return "", fmt.Errorf("header %s %q is not a subject to publish to: %s; send a subject such as _INBOX.abc.outcome, of tokens separated by single dots, without * or >", hdrReplyTo, v, why)
+	if err := natsout.ValidReplyTo(vals[0]); err != nil {
+		return "", fmt.Errorf("header %w", err)
 	}
-	return v, nil
-}
-
-// badSubject says why s is not a publish subject ("": it is one).
-func badSubject(s string) string {
-	if strings.ContainsAny(s, " \t\r\n") {
-		return "it holds white space"
-	}
-	for tok := range strings.SplitSeq(s, ".") {
-		switch tok {
-		case "":
-			return "it has an empty token"
-		case "*", ">":
-			return "it has a wildcard"
-		}
-	}
-	return ""
+	return vals[0], nil
 }
 
 // parseMaxWait parses Shaper-Max-Wait: empty means absent; zero, negative,

@@ -90,7 +90,7 @@ func TestPassThroughDropsProtocolHeaders(t *testing.T) {
 
 func TestReplies(t *testing.T) {
 	rb := newReplyBuf()
-	m := rb.accepted("_INBOX.1", shaper.Receipt{Downstream: "printer", JobID: "abc", Position: 7, ETA: 3500 * time.Millisecond}, false)
+	m := rb.accepted("_INBOX.1", shaper.Receipt{Downstream: "printer", JobID: "abc", Position: 7, ETA: 3500 * time.Millisecond}, false, "")
 	var body map[string]any
 	if err := json.Unmarshal(m.Data, &body); err != nil {
 		t.Fatalf("%s: %v", m.Data, err)
@@ -104,8 +104,8 @@ func TestReplies(t *testing.T) {
 	if m.Header.Get(hdrStatus) != "accepted" {
 		t.Errorf("headers %v", m.Header)
 	}
-	m = rb.accepted("_INBOX.2", shaper.Receipt{Downstream: "printer", JobID: "abc"}, true)
-	if string(m.Data) != `{"status":"accepted","downstream":"printer","job_id":"abc","duplicate":true}` || m.Subject != "_INBOX.2" {
+	m = rb.accepted("_INBOX.2", shaper.Receipt{Downstream: "printer", JobID: "abc"}, true, "started")
+	if string(m.Data) != `{"status":"accepted","downstream":"printer","job_id":"abc","duplicate":true,"state":"started"}` || m.Subject != "_INBOX.2" {
 		t.Errorf("duplicate reply %s to %s", m.Data, m.Subject)
 	}
 
