@@ -113,9 +113,20 @@ func (b *Book) Latest(downstream string) []Record {
 	return out
 }
 
-// Get returns job id's record of downstream from the store its records
-// are in (shared: the shared store).
+// Get returns job id's record of downstream: its latest change noted and
+// not yet stored, else the record in the store its records are in
+// (shared: the shared store), so that a job is found from the moment its
+// acceptance is answered.
 func (b *Book) Get(ctx context.Context, downstream, id string, shared bool) (Record, bool, error) {
+	b.mu.Lock()
+	for i := len(b.pending) - 1; i >= 0; i-- {
+		if r := &b.pending[i].Record; r.JobID == id && r.Downstream == downstream {
+			rec := *r
+			b.mu.Unlock()
+			return rec, true, nil
+		}
+	}
+	b.mu.Unlock()
 	if shared && b.shared != nil {
 		return b.shared.Get(ctx, downstream, id)
 	}

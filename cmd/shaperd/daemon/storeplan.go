@@ -70,8 +70,8 @@ func (d *Daemon) planStore(ctx context.Context, cfg config.Config, nc *nats.Conn
 	d.shares.plan.Store(&plan)
 	d.shares.limit.Store(&storeBound{limit, what})
 	if limit > 0 {
-		d.log.Info("JetStream store shared: dead letters keep room of their own", "limit", what,
-			"queue_shares", plan.Queue, "dead_letter_room", plan.Dead)
+		d.log.Info("JetStream store shared: dead letters and job records keep room of their own", "limit", what,
+			"queue_shares", plan.Queue, "dead_letter_room", plan.Dead, "job_record_room", plan.Outcomes)
 	}
 	return nil
 }
@@ -95,9 +95,9 @@ func (d *Daemon) replanStore(next config.Config) (*config.StorePlan, error) {
 		return nil, fmt.Errorf("jetstream store: %w", err)
 	}
 	d.shares.plan.Store(&plan)
-	if limit > 0 && (was == nil || !maps.Equal(was.Queue, plan.Queue) || !maps.Equal(was.Dead, plan.Dead)) {
-		d.log.Info("JetStream store shared again: dead letters keep room of their own", "limit", what,
-			"queue_shares", plan.Queue, "dead_letter_room", plan.Dead)
+	if limit > 0 && (was == nil || !maps.Equal(was.Queue, plan.Queue) || !maps.Equal(was.Dead, plan.Dead) || !maps.Equal(was.Outcomes, plan.Outcomes)) {
+		d.log.Info("JetStream store shared again: dead letters and job records keep room of their own", "limit", what,
+			"queue_shares", plan.Queue, "dead_letter_room", plan.Dead, "job_record_room", plan.Outcomes)
 	}
 	return was, nil
 }
