@@ -117,6 +117,30 @@ var exampleSteps = []cliStep{
 	{name: "plain publish rejected: dead letter", sub: `nats sub shaper.dead.printer --count 1 -s nats://127.0.0.1:4222`,
 		cmd:   `nats pub shaper.jobs.printer '{"pages":40}' -H Shaper-Key:acme -H Shaper-Cost:3 -s nats://127.0.0.1:4222`,
 		check: checkDeadLetter},
+	{name: "Shaper-Reply-To: the outcome", sub: `nats sub shaper.outcomes.demo --count 1 -s nats://127.0.0.1:4222`,
+		cmd:   `nats req shaper.jobs.printer '{"doc":6}' -H Shaper-Key:acme -H Shaper-Reply-To:shaper.outcomes.demo -s nats://127.0.0.1:4222`,
+		check: checkOutcome},
+	{name: "status of a job never seen", cmd: `nats req shaper.status.printer.no-such-job '' -s nats://127.0.0.1:4222`,
+		check: func(t *testing.T, e *cliEnv, r []cliRun) {
+			wantHeader(t, r[0], "Shaper-State: unknown")
+			if r[0].code != 0 || strings.TrimSpace(r[0].stdout) != `{"job_id":"no-such-job","state":"unknown"}` {
+				t.Errorf("want the unknown answer:\n%s", r[0])
+			}
+		}},
+}
+
+// checkOutcome checks the documented Shaper-Reply-To example: the accept
+// reply first, then the outcome of that job on the subject it named, with
+// the printer's answer (200, no body) in its headers.
+func checkOutcome(t *testing.T, e *cliEnv, r []cliRun) {
+	req, sub := r[0], r[1]
+	b := onlyReply(t, req, "accepted")
+	for _, want := range []string{`Received on "shaper.outcomes.demo"`, "Shaper-Job-Id: " + b.JobID,
+		"Shaper-State: succeeded", "Shaper-Attempt: 1", "Shaper-Status-Code: 200"} {
+		if !strings.Contains(sub.stdout, want) {
+			t.Errorf("nats sub lacks %q:\n%s", want, sub)
+		}
+	}
 }
 
 // benchSteps run against docBenchDaemon, in order.
