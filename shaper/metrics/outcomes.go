@@ -43,12 +43,18 @@ func (l *Lane) Ended(state string, d time.Duration) {
 	}
 }
 
-// outcomeSeries pre-creates a lane's series of the job states it ends in.
+// outcomeSeries pre-creates a lane's series of job outcomes: the
+// durations of the states it ends in, the events of every state, the
+// records discarded. It returns the durations by state.
 func (m *Metrics) outcomeSeries(name string) map[string]prometheus.Observer {
 	ended := map[string]prometheus.Observer{}
 	for _, st := range m.labels.Ended {
 		ended[st] = m.JobDuration.WithLabelValues(name, st)
 	}
+	for _, st := range m.labels.States {
+		m.Events.WithLabelValues(name, st)
+	}
+	m.RecordsDiscarded.WithLabelValues(name)
 	return ended
 }
 
