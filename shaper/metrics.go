@@ -36,8 +36,7 @@ func NewMetrics(reg prometheus.Registerer) *metrics.Metrics {
 		Unknown: settings.Unknown, Rejected: labels(rejectReasons), BadRequest: string(ReasonBadRequest),
 		Dropped: labels(dropReasons), IntakeDrop: string(ReasonSlowConsumer),
 		Outcomes: labels(outcomes), Success: string(OutcomeSuccess), Shadow: labels(shadowReasons),
-		Ended:  labels([]outcome.State{outcome.Succeeded, outcome.Failed, outcome.Expired, outcome.Dropped}),
-		States: labels(outcome.States),
+		Ended: labels([]outcome.State{outcome.Succeeded, outcome.Failed, outcome.Expired, outcome.Dropped}),
 	})
 }
 

@@ -23,7 +23,7 @@ type Lane struct {
 
 	live  *liveCollector
 	src   *liveSource
-	ended map[string]prometheus.Observer // shaper_job_duration_seconds by state
+	ended *endedSeries // shaper_job_duration_seconds by state
 }
 
 // ForLane creates (pre-creates) every series of downstream name, whose

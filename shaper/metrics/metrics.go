@@ -20,8 +20,7 @@ type Labels struct {
 	Outcomes   []string // outcome of shaper_jobs_delivered_total
 	Success    string   // the outcome a lane's Live.Succeeded counts ("": none)
 	Shadow     []string // reason of shaper_shadow_rejections_total
-	Ended      []string // state of shaper_job_duration_seconds
-	States     []string // state of shaper_events_published_total
+	Ended      []string // state of shaper_job_duration_seconds, the one a dashboard reads first
 }
 
 // Vecs are the collectors by downstream (and reason or outcome). Lanes

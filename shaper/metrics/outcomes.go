@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -38,24 +40,43 @@ func newOutcomeVecs(f promauto.Factory) OutcomeVecs {
 // Ended observes a job of the lane that ended in state after d from its
 // acceptance.
 func (l *Lane) Ended(state string, d time.Duration) {
-	if o := l.ended[state]; o != nil {
+	if o := l.ended.get(state); o != nil {
 		o.Observe(d.Seconds())
 	}
 }
 
-// outcomeSeries pre-creates a lane's series of job outcomes: the
-// durations of the states it ends in, the events of every state, the
-// records discarded. It returns the durations by state.
-func (m *Metrics) outcomeSeries(name string) map[string]prometheus.Observer {
-	ended := map[string]prometheus.Observer{}
-	for _, st := range m.labels.Ended {
-		ended[st] = m.JobDuration.WithLabelValues(name, st)
-	}
-	for _, st := range m.labels.States {
-		m.Events.WithLabelValues(name, st)
+// outcomeSeries pre-creates a lane's series of job outcomes that a
+// dashboard reads from its start: the duration of the jobs that
+// succeeded and the records discarded. The other states' durations and
+// the events' series appear when first used (a downstream costs a
+// histogram, not four, and no event series unless it publishes events).
+// It returns the durations by state, created as they come.
+func (m *Metrics) outcomeSeries(name string) *endedSeries {
+	e := &endedSeries{m: m, name: name, by: map[string]prometheus.Observer{}}
+	for _, st := range m.labels.Ended[:min(1, len(m.labels.Ended))] {
+		e.by[st] = m.JobDuration.WithLabelValues(name, st)
 	}
 	m.RecordsDiscarded.WithLabelValues(name)
-	return ended
+	return e
+}
+
+// endedSeries are a lane's shaper_job_duration_seconds series by state.
+type endedSeries struct {
+	m    *Metrics
+	name string
+	mu   sync.Mutex
+	by   map[string]prometheus.Observer
+}
+
+func (e *endedSeries) get(state string) prometheus.Observer {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	o := e.by[state]
+	if o == nil && slices.Contains(e.m.labels.Ended, state) {
+		o = e.m.JobDuration.WithLabelValues(e.name, state)
+		e.by[state] = o
+	}
+	return o
 }
 
 // EventTold counts an event of state published for downstream.
