@@ -30,6 +30,9 @@ downstreams:
     queue: { capacity: 1000000, backend: memory }
     admission: { mode: token_bucket, rate: 1/s, burst: 5, max_keys: `+fmt.Sprint(maxKeys)+` }
     sink: { nats: { subject: flood.sink } }
+    # The heap bound below is the limiter's: the jobs' records (bounded
+    # by outcomes.max_records, tested on their own) would add theirs.
+    outcomes: { keep: 0s }
 `)
 	series := in.seriesCount(t)
 	before := heapInuse()

@@ -57,6 +57,7 @@ func (m *Metrics) outcomeSeries(name string) *endedSeries {
 		e.by[st] = m.JobDuration.WithLabelValues(name, st)
 	}
 	m.RecordsDiscarded.WithLabelValues(name)
+	m.Records.WithLabelValues(name)
 	return e
 }
 

@@ -10,6 +10,16 @@ import (
 // its settings give no bound.
 const DefaultMaxRecords = 100_000
 
+// MaxMemoryBytes bounds the memory a Memory store's records of one
+// downstream take (their answers' bodies and recordOverhead each): past
+// it, as past its count, the oldest finished records go. 100 000 records
+// of a downstream that answers 64 KiB would otherwise hold 6 GiB.
+const MaxMemoryBytes = 64 << 20
+
+// recordOverhead is what a record costs besides its answer's body: its
+// fields, its map entry and its place in the order, roughly.
+const recordOverhead = 400
+
 // Memory is a Store in this process: per downstream at most a bound of
 // records (MaxRecords), past which the oldest finished ones go; a finished
 // record also goes once its keep has passed. A queued job's record is
@@ -29,6 +39,7 @@ type Memory struct {
 // for one keep).
 type memLane struct {
 	max      int
+	bytes    int64 // the records' size (memSize)
 	byID     map[string]*memRec
 	finished []*memRec // a FIFO: finished[head:] are live or stale
 	head     int
@@ -125,15 +136,17 @@ func (l *memLane) put(e Entry, now time.Time) (discarded int) {
 	id := e.Record.JobID
 	if old := l.byID[id]; old != nil {
 		old.gone = true
+		l.bytes -= memSize(&old.rec)
 	}
 	r := &memRec{rec: e.Record}
 	l.byID[id] = r
+	l.bytes += memSize(&r.rec)
 	if e.Record.State.Final() {
 		r.expires = now.Add(e.Keep)
 		l.finished = append(l.finished, r)
 	}
 	l.sweep(now)
-	for len(l.byID) > l.max && l.popFinished() {
+	for (len(l.byID) > l.max || l.bytes > MaxMemoryBytes) && l.popFinished() {
 		discarded++
 	}
 	return discarded
@@ -165,7 +178,17 @@ func (l *memLane) popFinished() bool {
 			continue
 		}
 		delete(l.byID, r.rec.JobID)
+		l.bytes -= memSize(&r.rec)
 		return true
 	}
 	return false
+}
+
+// memSize is what rec costs a Memory store.
+func memSize(rec *Record) int64 {
+	n := int64(recordOverhead + len(rec.Error))
+	if rec.Result != nil {
+		n += int64(len(rec.Result.Body))
+	}
+	return n
 }

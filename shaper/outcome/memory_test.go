@@ -75,3 +75,24 @@ func TestMemoryForgetsAFinishedRecordAfterItsKeep(t *testing.T) {
 		t.Fatalf("len %d, want 2 (the expired record swept)", m.Len("pay"))
 	}
 }
+
+func TestMemoryBoundsTheAnswersItHolds(t *testing.T) {
+	discarded := 0
+	m := NewMemory(func(ds string, n int) { discarded += n })
+	ctx := context.Background()
+	body := make([]byte, 1<<20)
+	for i := range 80 { // 80 MiB of answers: past MaxMemoryBytes
+		e := Entry{Record: Record{JobID: fmt.Sprint("j", i), Downstream: "pay", State: Succeeded,
+			Result: &Result{Body: body, Bytes: len(body)}}, Keep: time.Hour}
+		_ = m.Put(ctx, []Entry{e})
+	}
+	if _, ok, _ := m.Get(ctx, "pay", "j0"); ok {
+		t.Fatal("the oldest answer was kept past the byte bound")
+	}
+	if _, ok, _ := m.Get(ctx, "pay", "j79"); !ok {
+		t.Fatal("the newest answer was discarded")
+	}
+	if m.Len("pay") != MaxMemoryBytes/(1<<20+recordOverhead) || discarded != 80-m.Len("pay") {
+		t.Fatalf("len %d, discarded %d", m.Len("pay"), discarded)
+	}
+}

@@ -98,9 +98,9 @@ func NewResponder(nc *nats.Conn, s ResponderSettings) (*Responder, error) {
 	}, nil
 }
 
-// Start subscribes to <StatusPrefix>.*.* and returns once the server has
-// the subscription (waiting at most lookupTimeout when ctx has no
-// deadline). ctx bounds the start only.
+// Start subscribes to <StatusPrefix>.*.* and, when connected, returns
+// once the server has the subscription (waiting at most lookupTimeout
+// when ctx has no deadline). ctx bounds the start only.
 func (r *Responder) Start(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,9 +120,13 @@ func (r *Responder) Start(ctx context.Context) error {
 		ctx, cancel = context.WithTimeout(ctx, lookupTimeout)
 		defer cancel()
 	}
-	if err := r.nc.FlushWithContext(ctx); err != nil {
-		_ = sub.Unsubscribe()
-		return fmt.Errorf("natsout: subscribe to status requests on %s: %w", subject, err)
+	// Offline (NATS not reachable yet) the subscription is sent once the
+	// connection is made; a Flush would only wait out its timeout.
+	if r.nc.IsConnected() {
+		if err := r.nc.FlushWithContext(ctx); err != nil {
+			_ = sub.Unsubscribe()
+			return fmt.Errorf("natsout: subscribe to status requests on %s: %w", subject, err)
+		}
 	}
 	r.sub, r.started = sub, true
 	return nil
