@@ -18,6 +18,7 @@ import (
 
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/outcome"
 )
 
 // testAdmin is a started admin server over fake downstreams that a test
@@ -26,6 +27,7 @@ type testAdmin struct {
 	lanes   *fakeLanes
 	dead    *fakeDeadStats
 	history *History
+	jobs    *fakeJobs
 	url     string // http(s)://host:port
 	logs    *syncBuffer
 }
@@ -42,6 +44,7 @@ func startTestAdmin(t *testing.T, admin config.Admin, lanes ...string) *testAdmi
 	}
 	a := &testAdmin{lanes: newFakeLanes(lanes...), dead: &fakeDeadStats{stats: map[string]deadEntry{}},
 		history: NewHistory(10*time.Millisecond, nil), logs: &syncBuffer{}}
+	a.jobs = &fakeJobs{lanes: a.lanes, latest: map[string][]outcome.Record{}}
 	srv, err := Start(admin, Deps{
 		Logger:      slog.New(slog.NewTextHandler(a.logs, nil)),
 		Registry:    prometheus.NewRegistry(),
@@ -49,6 +52,7 @@ func startTestAdmin(t *testing.T, admin config.Admin, lanes ...string) *testAdmi
 		NotReady:    func() []string { return []string{notRunning} },
 		History:     a.history,
 		DeadStats:   a.dead.Stats,
+		Jobs:        func() Jobs { return a.jobs },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -244,4 +248,35 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// fakeJobs stands in for the shaper's job records: each downstream's
+// latest finished jobs, as a test sets them. It knows no single job.
+// Safe for concurrent use.
+type fakeJobs struct {
+	lanes  *fakeLanes
+	mu     sync.Mutex
+	latest map[string][]outcome.Record // newest first
+}
+
+func (f *fakeJobs) set(name string, recs ...outcome.Record) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.latest[name] = recs
+}
+
+// Job knows no job; an unknown downstream is shaper.ErrUnknownDownstream.
+func (f *fakeJobs) Job(_ context.Context, downstream, _ string) (outcome.Record, bool, bool, error) {
+	for _, st := range f.lanes.Lanes() {
+		if st.Name == downstream {
+			return outcome.Record{}, false, false, nil
+		}
+	}
+	return outcome.Record{}, false, false, fmt.Errorf("job of %q: %w", downstream, shaper.ErrUnknownDownstream)
+}
+
+func (f *fakeJobs) LatestJobs(downstream string) []outcome.Record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.latest[downstream])
 }

@@ -30,6 +30,9 @@ import (
 // The server renders the rows once (html/template escapes every name); the
 // script then polls GET /v1/downstreams and GET /v1/history every 2 s and
 // redraws them, building elements with textContent, never from markup.
+// Each name cell has a "latest jobs" expander: only while one is open does
+// the script ask GET /v1/downstreams/{name}/jobs (on opening, then once a
+// poll) and draw its jobs in a row below the downstream's.
 //
 //go:embed status.html
 var statusHTML string

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/outcome"
 )
 
 // harnessResult is what testdata/statuspage_harness.js prints.
@@ -24,9 +25,12 @@ type harnessResult struct {
 	Errors   []string
 	Polls    []struct {
 		Rows      [][]string
+		Jobs      []harnessJobs
 		Conn      string
 		ConnClass string
 	}
+	JobFetches    [][]string // the jobs requests so far: after the first poll, on opening, after the second poll, after closing and a third
+	JobsOpened    []harnessJobs
 	Placeholder   string
 	OtherControls [][]struct{ Disabled bool }
 	AfterReplay   string
@@ -36,6 +40,15 @@ type harnessResult struct {
 		Selection          []int
 	}
 	AfterBadRate string
+}
+
+// harnessJobs is an open "latest jobs" row as the harness saw it.
+type harnessJobs struct {
+	Above   string     // the name cell of the downstream row above it
+	Cells   int        // the row's own cells (message and table)
+	Msg     string     // the line above the table
+	Table   [][]string // the header's and each job's cell texts
+	Classes []string   // the classes of its cells and spans
 }
 
 // runPageScript runs the page's script under node (testdata's minimal DOM)
@@ -55,7 +68,12 @@ func runPageScript(t *testing.T, a *testAdmin) harnessResult {
 	}
 	_, _, list := get(t, a.url+"/v1/downstreams")
 	_, _, hist := get(t, a.url+"/v1/history")
-	in, err := json.Marshal(map[string]any{"script": script, "get": map[string]string{"v1/downstreams": list, "v1/history": hist}})
+	answers := map[string]string{"v1/downstreams": list, "v1/history": hist}
+	for _, st := range a.lanes.Lanes() {
+		path := "v1/downstreams/" + st.Name + "/jobs"
+		_, _, answers[path] = get(t, a.url+"/"+path)
+	}
+	in, err := json.Marshal(map[string]any{"script": script, "get": answers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,11 +118,13 @@ func TestStatusPageScript(t *testing.T) {
 	if _, _, page := get(t, a.url+"/"); !strings.Contains(page, `<div class="note levels">`+levels+`</div>`) {
 		t.Errorf("the server's rows do not say %q", levels)
 	}
+	printerJobs(a)
 	res := runPageScript(t, a)
 	if len(res.Errors) > 0 {
 		t.Fatalf("the script threw:\n%s", strings.Join(res.Errors, "\n"))
 	}
-	if len(res.Polls) != 2 || res.Polls[0].ConnClass != "" || !strings.HasPrefix(res.Polls[0].Conn, "updated ") {
+	checkLatestJobs(t, res)
+	if len(res.Polls) != 3 || res.Polls[0].ConnClass != "" || !strings.HasPrefix(res.Polls[0].Conn, "updated ") {
 		t.Fatalf("polls %+v", res.Polls)
 	}
 	dead := map[string]string{}
@@ -220,5 +240,61 @@ func TestStatusPageRuntime(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// evilError is a job's error that would be markup if the page parsed it.
+const evilError = `<img src=x onerror="alert(1)">&amp;`
+
+// printerJobs gives printer three finished jobs, newest first: a failure
+// that was dead-lettered, an expiry, and a success answered over NATS.
+func printerJobs(a *testAdmin) {
+	at := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+	a.jobs.set("printer",
+		outcome.Record{JobID: "job-3", Downstream: "printer", State: outcome.Failed, Attempts: 3,
+			AcceptedAt: at, EndedAt: at.Add(1500 * time.Millisecond), Error: evilError, DeadLetterSeq: 42,
+			Result: &outcome.Result{StatusCode: 503, Bytes: 3}},
+		outcome.Record{JobID: "job-2", Downstream: "printer", State: outcome.Expired,
+			AcceptedAt: at, EndedAt: at.Add(2*time.Minute + 5*time.Second), Error: "expired before it started"},
+		outcome.Record{JobID: "job-1", Downstream: "printer", State: outcome.Succeeded, Attempts: 1,
+			AcceptedAt: at, EndedAt: at.Add(42 * time.Millisecond), Result: &outcome.Result{Bytes: 2}},
+	)
+}
+
+// checkLatestJobs: no downstream's jobs are asked for until its "latest
+// jobs" opens; then printer's are drawn in a row right below it (the error
+// as text), asked again on each poll while open, and not once closed.
+func checkLatestJobs(t *testing.T, res harnessResult) {
+	t.Helper()
+	const path = "v1/downstreams/printer/jobs"
+	wantFetches := [][]string{nil, {path}, {path, path}, {path, path}}
+	if !slices.EqualFunc(res.JobFetches, wantFetches, slices.Equal) {
+		t.Errorf("jobs requests %q, want %q: only when opened, then once a poll while open", res.JobFetches, wantFetches)
+	}
+	if len(res.JobsOpened) != 1 {
+		t.Fatalf("after opening printer's latest jobs, %d jobs rows: %+v", len(res.JobsOpened), res.JobsOpened)
+	}
+	j := res.JobsOpened[0]
+	if !strings.HasPrefix(j.Above, "printer") || j.Cells != 2 || !strings.HasPrefix(j.Msg, "the last 3 jobs this instance saw end, newest first") {
+		t.Errorf("jobs row %+v: want it below printer, saying it lists the last 3", j)
+	}
+	at := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+	end := func(d time.Duration) string { return at.Add(d).Local().Format("15:04:05") }
+	want := [][]string{
+		{"Job", "State", "Attempts", "Ended", "Duration", "HTTP", "Error"},
+		{"job-3", "failed dead letter 42", "3", end(1500 * time.Millisecond), "1.5 s", "503", evilError},
+		{"job-2", "expired", "0", end(2*time.Minute + 5*time.Second), "2m 5s", "–", "expired before it started"},
+		{"job-1", "succeeded", "1", end(42 * time.Millisecond), "42 ms", "reply", ""},
+	}
+	if !slices.EqualFunc(j.Table, want, slices.Equal) {
+		t.Errorf("jobs table\n%q\nwant\n%q", j.Table, want)
+	}
+	for _, cls := range []string{"chip", "chip drop", "chip ok", "num fail", "err"} {
+		if !slices.Contains(j.Classes, cls) {
+			t.Errorf("jobs row classes %q lack %q (states coloured as the page's chips, a failing HTTP status red)", j.Classes, cls)
+		}
+	}
+	if len(res.Polls) == 3 && (len(res.Polls[1].Jobs) != 1 || len(res.Polls[2].Jobs) != 0) {
+		t.Errorf("jobs rows per poll: %d, %d after the redraw and after closing, want 1, 0", len(res.Polls[1].Jobs), len(res.Polls[2].Jobs))
 	}
 }

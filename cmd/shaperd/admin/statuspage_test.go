@@ -3,12 +3,14 @@ package admin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
@@ -43,6 +45,7 @@ func TestStatusPage(t *testing.T) {
 		` of 2/s</span>`,
 		`<p id="summary">2 downstreams</p>`,
 		`<p id="empty" hidden>`,
+		`<details class="jobs"><summary>latest jobs</summary><a href="v1/downstreams/printer/jobs">as JSON</a></details></td>`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("GET / lacks %s", want)
@@ -86,7 +89,8 @@ func TestStatusPageEscapesNames(t *testing.T) {
 	if strings.Contains(page, evil) || strings.Count(page, "<script>") != 1 {
 		t.Errorf("name not escaped:\n%s", page)
 	}
-	for _, want := range []string{`&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#39;`, "of 30/m", "until 03:04:05", `class="state">pushback`} {
+	for _, want := range []string{`&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#39;`, "of 30/m", "until 03:04:05", `class="state">pushback`,
+		`<a href="v1/downstreams/%3cscript%3ealert%28%22x%22%29%3c/script%3e&amp;%27/jobs">`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("page lacks %s", want)
 		}
@@ -210,6 +214,40 @@ func TestLatencyText(t *testing.T) {
 	} {
 		if got := latencyText(tc.tries, tc.seconds); got != tc.want {
 			t.Errorf("latencyText(%d, %v) = %q, want %q", tc.tries, tc.seconds, got, tc.want)
+		}
+	}
+}
+
+// TestStatusPageLatestJobs: the route the page's "latest jobs" reads
+// answers a downstream's finished jobs newest first, an empty list before
+// any, 404 for an unknown downstream; the page's script asks it only for
+// an open one and never parses what it answers as HTML.
+func TestStatusPageLatestJobs(t *testing.T) {
+	a := startTestAdmin(t, adminLoopback(), "erp", "printer")
+	printerJobs(a)
+	status, _, body := get(t, a.url+"/v1/downstreams/printer/jobs")
+	var doc struct{ Jobs []outcome.Record }
+	if err := json.Unmarshal([]byte(body), &doc); status != http.StatusOK || err != nil {
+		t.Fatalf("GET printer/jobs: %d %v %s", status, err, body)
+	}
+	if len(doc.Jobs) != 3 || doc.Jobs[0].JobID != "job-3" || doc.Jobs[0].Error != evilError || doc.Jobs[0].Result.StatusCode != 503 {
+		t.Errorf("GET printer/jobs = %s, want its 3 jobs newest first", body)
+	}
+	if status, _, body := get(t, a.url+"/v1/downstreams/erp/jobs"); status != http.StatusOK || strings.Join(strings.Fields(body), "") != `{"jobs":[]}` {
+		t.Errorf("GET erp/jobs: %d %q, want 200 and an empty list", status, body)
+	}
+	if status, _, body := get(t, a.url+"/v1/downstreams/nope/jobs"); status != http.StatusNotFound || !strings.Contains(body, `no downstream named \"nope\"`) {
+		t.Errorf("GET nope/jobs: %d %s, want 404 naming it", status, body)
+	}
+	_, _, page := get(t, a.url+"/")
+	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write"} {
+		if strings.Contains(page, bad) {
+			t.Errorf("the page's script uses %s", bad)
+		}
+	}
+	for _, want := range []string{`v.details.addEventListener("toggle"`, `if (jv.details.open) { rows.push(jv.row); loadJobs(d.name, jv); }`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("script lacks %s", want)
 		}
 	}
 }

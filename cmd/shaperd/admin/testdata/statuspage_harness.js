@@ -1,11 +1,13 @@
 // statuspage_harness.js runs the status page's script under node against a
 // minimal DOM, for TestStatusPageScript. Usage: node statuspage_harness.js IN.json
 //
-// IN.json: {"script": "...", "get": {"v1/downstreams": "<body>", "v1/history": "<body>"}}
-// (the real server's answers). The harness lets the script poll once, types
-// a rate into printer's replay field and clicks replay (answered 202, or 400
-// for the rate "fast"), polls again, and prints one JSON object: the rows'
-// cell texts, every request the script made, the confirm prompts, the
+// IN.json: {"script": "...", "get": {"v1/downstreams": "<body>", "v1/history": "<body>",
+// "v1/downstreams/printer/jobs": "<body>", ...}} (the real server's answers).
+// The harness lets the script poll once, opens printer's "latest jobs",
+// types a rate into printer's replay field and clicks replay (answered 202,
+// or 400 for the rate "fast"), polls again, closes "latest jobs" and polls
+// a third time, and prints one JSON object: the rows' cell texts, the open
+// jobs rows, every request the script made, the confirm prompts, the
 // connection line, and any error thrown.
 "use strict";
 const fs = require("fs");
@@ -30,6 +32,14 @@ class Node {
       this.childNodes.push(n);
     }
   }
+  remove() { if (this.parentNode) this.parentNode.removeChild(this); }
+  after(n) {
+    const p = this.parentNode;
+    if (n.parentNode) n.parentNode.removeChild(n);
+    p.childNodes.splice(p.childNodes.indexOf(this) + 1, 0, n);
+    n.parentNode = p;
+  }
+  closest(tag) { let n = this; while (n && !(n instanceof Element && n.tagName === tag.toUpperCase())) n = n.parentNode; return n; }
   replaceChildren(...ns) { for (const c of [...this.childNodes]) this.removeChild(c); this.append(...ns); }
   removeChild(n) {
     this.childNodes.splice(this.childNodes.indexOf(n), 1);
@@ -47,6 +57,10 @@ class Element extends Node {
     super();
     Object.assign(this, { tagName: tag.toUpperCase(), attrs: {}, listeners: {}, className: "", id: "", hidden: false, value: "", disabled: false });
   }
+  // The page never parses data as HTML: these throw, and the test fails.
+  set innerHTML(v) { throw new Error("innerHTML set to " + v); }
+  set outerHTML(v) { throw new Error("outerHTML set to " + v); }
+  insertAdjacentHTML(_, v) { throw new Error("insertAdjacentHTML " + v); }
   setAttribute(k, v) { this.attrs[k] = String(v); }
   getAttribute(k) { return k in this.attrs ? this.attrs[k] : null; }
   addEventListener(type, f) { (this.listeners[type] ||= []).push(f); }
@@ -95,9 +109,22 @@ const ctx = vm.createContext({
 });
 
 const settle = async () => { for (let i = 0; i < 20; i++) await new Promise(r => setImmediate(r)); };
-const cellTexts = () => tbody.childNodes.map(tr => tr.childNodes.map(td => td.textContent));
+const lanes = () => tbody.childNodes.filter(tr => tr.className !== "jobsrow");
+const cellTexts = () => lanes().map(tr => tr.childNodes.map(td => td.textContent));
+// jobRows are the open "latest jobs" rows: the downstream row above each,
+// its message, and its jobs' cells (header first) with their classes.
+const jobRows = () => tbody.childNodes.flatMap((tr, i) => tr.className !== "jobsrow" ? [] : [{
+  above: i > 0 ? tbody.childNodes[i - 1].childNodes[0].textContent : "",
+  cells: tr.childNodes[0].childNodes.length,
+  msg: tr.childNodes[0].childNodes[0].textContent,
+  table: tr.all(e => e.tagName === "TR").map(r => r.childNodes.map(c => c.textContent)),
+  classes: tr.all(e => e.tagName === "TD" || e.tagName === "SPAN").map(c => c.className),
+}]);
+const details = name => control(name).tr.all(e => e.tagName === "DETAILS")[0];
+const toggle = async (name, open) => { const d = details(name); d.open = open; d.dispatch("toggle", {}); await settle(); };
+const jobFetches = () => out.requests.filter(r => r.path.endsWith("/jobs")).map(r => r.path);
 const control = name => {
-  const tr = tbody.childNodes.find(tr => tr.childNodes[0].textContent.startsWith(name));
+  const tr = lanes().find(tr => tr.childNodes[0].textContent.startsWith(name));
   const [input] = tr ? tr.all(e => e.tagName === "INPUT") : [];
   const [button] = tr ? tr.all(e => e.tagName === "BUTTON") : [];
   return { tr, input, button };
@@ -105,7 +132,7 @@ const control = name => {
 const poll = async () => {
   if (timers.length) timers.shift()();
   await settle();
-  out.polls.push({ rows: cellTexts(), conn: byId.conn.textContent, connClass: byId.conn.className });
+  out.polls.push({ rows: cellTexts(), jobs: jobRows(), conn: byId.conn.textContent, connClass: byId.conn.className });
 };
 
 (async () => {
@@ -113,9 +140,13 @@ const poll = async () => {
     vm.runInContext(input.script, ctx, { filename: "status.html <script>" });
     await poll(); // the script's own first poll
     if (byId.conn.className === "err") throw new Error("the first poll failed: " + byId.conn.textContent);
+    out.jobFetches = [jobFetches()]; // none: every "latest jobs" is closed
+    await toggle("printer", true);
+    out.jobsOpened = jobRows();
+    out.jobFetches.push(jobFetches());
     let c = control("printer");
     out.placeholder = c.input && c.input.placeholder;
-    out.otherControls = tbody.childNodes.filter(tr => tr !== c.tr).map(tr => tr.all(e => e.tagName === "BUTTON").map(b => ({ disabled: b.disabled })));
+    out.otherControls = lanes().filter(tr => tr !== c.tr).map(tr => tr.all(e => e.tagName === "BUTTON").map(b => ({ disabled: b.disabled })));
     c.input.value = "2/s";
     c.input.focus();
     c.input.setSelectionRange(1, 3);
@@ -129,6 +160,10 @@ const poll = async () => {
     again.input.dispatch("keydown", { key: "Enter" });
     await settle();
     out.afterBadRate = again.tr.textContent;
+    out.jobFetches.push(jobFetches()); // the redraw asked again for the open one only
+    await toggle("printer", false);
+    await poll(); // closed: no row, no request
+    out.jobFetches.push(jobFetches());
   } catch (e) {
     out.errors.push(String(e && e.stack || e));
   }
