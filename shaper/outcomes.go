@@ -100,6 +100,9 @@ func (s *Shaper) Job(ctx context.Context, downstream, id string) (rec outcome.Re
 	if !keeps {
 		return outcome.Record{}, false, shared, fmt.Errorf("%w: %s (set downstreams.%s.outcomes.keep)", ErrNoRecords, downstream, downstream)
 	}
+	if id == "" { // no job has this id: nothing to read
+		return outcome.Record{}, false, shared, nil
+	}
 	rec, ok, err = s.book.Get(ctx, downstream, id, shared)
 	return rec, ok, shared, err
 }

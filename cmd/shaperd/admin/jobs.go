@@ -75,9 +75,16 @@ func (h *handlers) serveLatestJobs(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, api.Error{Error: "starting"})
 		return
 	}
-	if _, _, _, err := jobs.Job(r.Context(), name, "-"); errors.Is(err, shaper.ErrUnknownDownstream) {
+	// A look-up of an id no job has tells whether the downstream exists
+	// and keeps records, without reading a store.
+	switch _, _, _, err := jobs.Job(r.Context(), name, ""); {
+	case errors.Is(err, shaper.ErrUnknownDownstream):
 		writeJSON(w, http.StatusNotFound, api.Error{
 			Error: fmt.Sprintf("no downstream named %q; GET /v1/downstreams lists them", name)})
+		return
+	case errors.Is(err, shaper.ErrNoRecords):
+		writeJSON(w, http.StatusNotFound, api.Error{
+			Error: fmt.Sprintf("downstream %q keeps no job records; set downstreams.%s.outcomes.keep", name, name)})
 		return
 	}
 	latest := jobs.LatestJobs(name)

@@ -70,7 +70,12 @@ func (d *Daemon) ensureOutcomes(ctx context.Context, cfg config.Config, o *outco
 		if ds.Queue.Backend != config.BackendJetStream || ds.Outcomes.Keep <= 0 {
 			continue
 		}
+		// The records and the events share the downstream's room, half
+		// each when both are kept (whole KiB).
 		room := d.shares.outcomes(name)
+		if ds.Outcomes.Events {
+			room = room / 2 &^ 1023
+		}
 		keep := time.Duration(ds.Outcomes.Keep)
 		if err := o.shared.Ensure(ctx, name, room, keep); err != nil {
 			d.log.Error("job record stream not ready; created again when a record is written", "downstream", name, "error", err.Error())
