@@ -125,8 +125,10 @@ func (b *Book) flush(ctx context.Context) {
 }
 
 // round books the oldest pending changes, at most maxBatch: it stores
-// them, tells them, runs their Done and takes them off. A store's failure
-// leaves them pending, in order.
+// them, tells them, runs their Done and takes them off. When the shared
+// store fails, the changes of its downstreams stay pending, in order, at
+// the front, and the others are booked: an outage of the shared store
+// holds up no memory queue's records.
 func (b *Book) round(ctx context.Context) error {
 	b.mu.Lock()
 	n := min(len(b.pending), maxBatch)
@@ -136,35 +138,52 @@ func (b *Book) round(ctx context.Context) error {
 		return nil
 	}
 	mem, shared := entries(batch, b.shared != nil)
+	var err error
 	if len(shared) > 0 {
 		pctx, cancel := context.WithTimeout(ctx, putTimeout)
-		err := b.shared.Put(pctx, shared)
+		err = b.shared.Put(pctx, shared)
 		cancel()
-		if err != nil {
-			if b.obs.Failed != nil {
-				b.obs.Failed(n)
-			}
-			return err
-		}
 	}
 	if len(mem) > 0 {
 		_ = b.mem.Put(ctx, mem) // never fails
 	}
-	for i := range batch {
-		b.tell(&batch[i])
+	var booked, kept []Change
+	if err == nil {
+		booked = batch
+	} else {
+		booked, kept = b.split(batch)
+		if b.obs.Failed != nil {
+			b.obs.Failed(len(kept))
+		}
+	}
+	for i := range booked {
+		b.tell(&booked[i])
 	}
 	b.mu.Lock()
-	b.pending = b.pending[n:]
+	b.pending = append(kept, b.pending[n:]...)
 	if len(b.pending) == 0 {
 		b.pending = nil // let the backing array go
 	}
 	b.mu.Unlock()
-	for _, c := range batch {
+	for _, c := range booked {
 		if c.Done != nil {
 			c.Done()
 		}
 	}
-	return nil
+	return err
+}
+
+// split parts batch into the changes kept in the memory store and those
+// of the shared one, each in its order.
+func (b *Book) split(batch []Change) (mem, shared []Change) {
+	for _, c := range batch {
+		if c.Shared && b.shared != nil {
+			shared = append(shared, c)
+		} else {
+			mem = append(mem, c)
+		}
+	}
+	return mem, shared
 }
 
 // entries are the records batch stores, in the memory store and in the

@@ -1,0 +1,94 @@
+package outcome
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+// flakyStore is a shared Store that refuses while down, and counts what
+// it stored.
+type flakyStore struct {
+	mu     sync.Mutex
+	down   bool
+	stored []Entry
+	*Memory
+}
+
+func (f *flakyStore) Put(ctx context.Context, entries []Entry) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return errors.New("store unreachable")
+	}
+	f.stored = append(f.stored, entries...)
+	return f.Memory.Put(ctx, entries)
+}
+
+func (f *flakyStore) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+func change(ds, id string, st State, shared bool, done func()) Change {
+	return Change{Record: Record{JobID: id, Downstream: ds, State: st}, Keep: time.Hour, Shared: shared, Done: done}
+}
+
+func TestBookKeepsASharedStoresChangesThroughAnOutage(t *testing.T) {
+	shared := &flakyStore{down: true, Memory: NewMemory(nil)}
+	mem := NewMemory(nil)
+	b := NewBook(mem, shared, nil, Observer{}, nil, func() time.Duration { return time.Second })
+	var mu sync.Mutex
+	done := map[string]int{}
+	doneOf := func(id string) func() {
+		return func() { mu.Lock(); done[id]++; mu.Unlock() }
+	}
+	ctx := context.Background()
+	b.Note(change("erp", "d1", Queued, true, nil))
+	b.Note(change("erp", "d1", Started, true, nil))
+	b.Note(change("pay", "m1", Succeeded, false, doneOf("m1")))
+	b.Note(change("erp", "d1", Succeeded, true, doneOf("d1")))
+	if err := b.round(ctx); err == nil {
+		t.Fatal("a round with the shared store down succeeded")
+	}
+	// The memory queue's change is booked; the shared ones wait, and are
+	// found by Get from the book meanwhile.
+	if r, ok, _ := mem.Get(ctx, "pay", "m1"); !ok || r.State != Succeeded {
+		t.Fatalf("memory record %+v %v", r, ok)
+	}
+	if r, ok, _ := b.Get(ctx, "erp", "d1", true); !ok || r.State != Succeeded {
+		t.Fatalf("waiting record %+v %v", r, ok)
+	}
+	if b.Waiting() != 3 || done["m1"] != 1 || done["d1"] != 0 {
+		t.Fatalf("waiting %d, done %v", b.Waiting(), done)
+	}
+	shared.setDown(false)
+	if err := b.round(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One write for the job's three changes: the last.
+	if len(shared.stored) != 1 || shared.stored[0].Record.State != Succeeded || done["d1"] != 1 || b.Waiting() != 0 {
+		t.Fatalf("stored %+v, done %v, waiting %d", shared.stored, done, b.Waiting())
+	}
+}
+
+func TestBookStopGivesUpWithinTheGrace(t *testing.T) {
+	shared := &flakyStore{down: true, Memory: NewMemory(nil)}
+	b := NewBook(NewMemory(nil), shared, nil, Observer{}, nil, func() time.Duration { return 50 * time.Millisecond })
+	if err := b.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var ran sync.WaitGroup
+	ran.Add(1)
+	b.Note(change("erp", "d1", Succeeded, true, ran.Done))
+	start := time.Now()
+	_ = b.Stop()
+	ran.Wait() // Done runs for a change given up: its job is settled
+	if time.Since(start) > 20*time.Second || b.Waiting() != 0 {
+		t.Fatalf("Stop took %s, %d waiting", time.Since(start), b.Waiting())
+	}
+	_ = b.Stop() // idempotent
+}
