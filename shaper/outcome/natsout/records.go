@@ -251,7 +251,7 @@ func (s *Store) read(ctx context.Context, downstream string, p part, id string) 
 		s.forget(downstream, p) // the stream went: look it up again next time
 		return outcome.Record{}, false, nil
 	case err != nil:
-		return outcome.Record{}, false, fmt.Errorf("read job record %s of %s in %s: %w", id, downstream, st.CachedInfo().Config.Name, err)
+		return outcome.Record{}, false, fmt.Errorf("read job record %s of %s in %s: %w", id, downstream, s.streamName(downstream, p), err)
 	}
 	if len(m.Data) == 0 || expired(m, s.now()) {
 		return outcome.Record{}, false, nil
