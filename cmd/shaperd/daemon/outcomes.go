@@ -40,7 +40,7 @@ func (d *Daemon) outcomesStep(ctx context.Context, w *wiring) ([]service.Service
 	if w.queues != nil || w.deadStore != nil { // the server has JetStream
 		st, err := natsout.NewStore(w.nc, natsout.Settings{StreamPrefix: cfg.NATS.JetStream.StreamPrefix,
 			SubjectPrefix: cfg.NATS.JetStream.SubjectPrefix, Replicas: cfg.NATS.JetStream.Replicas,
-			Storage: cfg.NATS.JetStream.Storage, Logger: d.log})
+			Storage: cfg.NATS.JetStream.Storage, Logger: d.log, Discarded: d.jobs.RecordsDiscardedAdd})
 		if err != nil {
 			return nil, err
 		}

@@ -4,33 +4,50 @@
 // outcomes (Teller, an outcome.Teller), and the service that answers
 // status requests (Responder).
 //
-// Records. Downstream D's records are in the stream
-// <StreamPrefix>_OUTCOMES_D (the durable queue's prefixes; SHAPER and
-// shaper.queue by default), one message per job on
-// <SubjectPrefix>-outcomes.D.<job id>: the record as JSON. The stream
-// keeps one message per subject (a job's later record replaces the
-// earlier), allows direct gets (a status look-up is one direct get of the
-// last message on the job's subject, answered by any replica) and
-// per-message TTLs: a final record carries its downstream's
-// outcomes.keep as its Nats-TTL, in whole seconds, so the server removes
-// it once that passed; a record of a job not yet ended carries none, so a
-// job queued for days keeps its record. Put publishes a batch of records
-// without waiting between them and returns once all were acknowledged.
+// Records. Downstream D's records are kept in two streams (the durable
+// queue's prefixes; SHAPER and shaper.queue by default), one message per
+// job in each, the record as JSON:
 //
-// Room. The stream's MaxBytes is the downstream's room for records, and
-// past it the server discards the oldest message, whatever its state
-// (discard old): a job queued longer than the stream takes to fill with
-// newer records loses its record, and a status look-up then answers
-// unknown until the job's next change of state writes it again. A stream
-// cannot tell a message it must keep from one it may drop, so keeping
-// queued jobs' records safe would take a second stream for them. Room should therefore be sized for the
-// records written in outcomes.keep; a record is a few hundred bytes plus
-// the result body it keeps.
+//   - <StreamPrefix>_OUTCOMES_LIVE_D, on
+//     <SubjectPrefix>-outcomes.D.live.<job id>: the records of jobs not yet
+//     ended, with no TTL, so a job queued for days keeps its record. It has
+//     no byte bound: it holds one record per queued or running job, so the
+//     queue's capacity bounds it.
+//   - <StreamPrefix>_OUTCOMES_D, on
+//     <SubjectPrefix>-outcomes.D.done.<job id>: the finished records, each
+//     carrying its downstream's outcomes.keep as its Nats-TTL, in whole
+//     seconds, so the server removes it once that passed. Its MaxBytes is
+//     the downstream's room for records.
 //
-// Discards are not counted: the server removes a message discarded for
-// room as silently as one past its TTL or one a newer record of its job
-// replaced, and neither the stream's state nor an advisory tells them
-// apart. Store.Records gives the records held, for the records gauge.
+// Both keep one message per subject (a job's later record replaces the
+// earlier), allow direct gets and per-message TTLs. Put publishes a
+// batch without waiting between messages and returns once all were
+// acknowledged: a record of a job not yet ended is one message on its
+// live subject; a final record is one on its done subject and an empty
+// marker on its live subject, with a TTL of 1 s (the server's least),
+// which replaces the job's live record and goes soon after. A status
+// look-up is a direct get of the last message on the job's live subject,
+// answered by any replica, and, when there is none or only the marker,
+// one on its done subject: so a job replayed after it ended is answered
+// by its new live record, not the final one it had.
+//
+// Room. Past their room the oldest finished records go, never a queued
+// or running job's. After a Put that wrote finished records of D, at
+// most once a second per downstream, the store reads the finished
+// stream's state, and when it holds more than 90% of its MaxBytes purges
+// the oldest down to about 80%; the server answers how many went, and
+// Settings.Discarded is told (shaper_outcome_records_discarded_total).
+// The stream's own MaxBytes (discard old) is a hard bound behind that:
+// when records come faster than a second's trimming allows for, the
+// server discards the oldest finished records itself, and those discards
+// are not counted (the server removes them as silently as records past
+// their TTL, which are not discards either). Store.Records gives the
+// records held in both streams, for the records gauge.
+//
+// Earlier layout. A records stream of the earlier layout, on
+// <SubjectPrefix>-outcomes.D.*, holding every record, is moved to the
+// done subjects by Ensure; the records it held are left unread and go
+// with their TTL or past the room.
 //
 // Events. With events on, D's changes of state are core publishes on
 // <events prefix>.D.<state>; on a jetstream downstream the stream

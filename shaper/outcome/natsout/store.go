@@ -19,11 +19,15 @@ import (
 // Settings place the record and event streams; zero fields take the
 // defaults. StreamPrefix and SubjectPrefix are the durable queue's.
 type Settings struct {
-	StreamPrefix  string       // streams <StreamPrefix>_OUTCOMES_D and _EVENTS_D; "" = SHAPER
-	SubjectPrefix string       // records on <SubjectPrefix>-outcomes.D.<id>; "" = shaper.queue
+	StreamPrefix  string       // streams <StreamPrefix>_OUTCOMES_D, _OUTCOMES_LIVE_D and _EVENTS_D; "" = SHAPER
+	SubjectPrefix string       // records on <SubjectPrefix>-outcomes.D.{done,live}.<id>; "" = shaper.queue
 	Replicas      int          // stream replicas; 0 = 1
 	Storage       string       // "file" (default) or "memory"
 	Logger        *slog.Logger // nil = discard
+	// Discarded is told how many finished records of a downstream the
+	// store discarded for room (nil = none): the
+	// shaper_outcome_records_discarded_total counter.
+	Discarded func(downstream string, n int)
 }
 
 // Store keeps job records in JetStream, one stream per downstream (see
@@ -40,13 +44,31 @@ type Store struct {
 	lanes map[string]*lane // by downstream
 }
 
-// lane is one downstream's record stream: the room and keep it was
-// ensured with (zero until Ensure) and its handle (nil until known).
+// part is one of a downstream's two record streams.
+type part int
+
+const (
+	done part = iota // finished jobs' records, bounded by the room
+	live             // records of jobs not yet ended
+)
+
+// String is the part's subject token.
+func (p part) String() string {
+	if p == live {
+		return "live"
+	}
+	return "done"
+}
+
+// lane is one downstream's record streams: the room and keep they were
+// ensured with (zero until Ensure), their handles (nil until known) and
+// when the finished records were last measured for trimming.
 type lane struct {
 	ensured bool
 	room    int64
 	keep    time.Duration
-	s       natsjs.Stream
+	s       [2]natsjs.Stream // by part
+	trimmed time.Time
 }
 
 // NewStore prepares the record store on nc. It does no I/O.
@@ -75,9 +97,23 @@ func NewStore(nc *nats.Conn, s Settings) (*Store, error) {
 	return &Store{now: time.Now, js: js, set: s, log: s.Logger, lanes: map[string]*lane{}}, nil
 }
 
-// StreamName is the stream of downstream's records.
+// StreamName is the stream of downstream's finished records.
 func (s *Store) StreamName(downstream string) string {
 	return s.set.StreamPrefix + "_OUTCOMES_" + downstream
+}
+
+// LiveStreamName is the stream of the records of downstream's jobs not
+// yet ended.
+func (s *Store) LiveStreamName(downstream string) string {
+	return s.set.StreamPrefix + "_OUTCOMES_LIVE_" + downstream
+}
+
+// streamName is the name of downstream's stream of part p.
+func (s *Store) streamName(downstream string, p part) string {
+	if p == live {
+		return s.LiveStreamName(downstream)
+	}
+	return s.StreamName(downstream)
 }
 
 // EventsStreamName is the stream of downstream's events.
@@ -85,9 +121,20 @@ func (s *Store) EventsStreamName(downstream string) string {
 	return s.set.StreamPrefix + "_EVENTS_" + downstream
 }
 
-// Subject is the subject of job id's record.
-func (s *Store) Subject(downstream, id string) string {
-	return s.set.SubjectPrefix + "-outcomes." + downstream + "." + id
+// DoneSubject is the subject of job id's finished record.
+func (s *Store) DoneSubject(downstream, id string) string {
+	return s.subject(downstream, done, id)
+}
+
+// LiveSubject is the subject of job id's record while it has not ended.
+func (s *Store) LiveSubject(downstream, id string) string {
+	return s.subject(downstream, live, id)
+}
+
+// subject is the subject of job id's record in downstream's stream of
+// part p.
+func (s *Store) subject(downstream string, p part, id string) string {
+	return s.set.SubjectPrefix + "-outcomes." + downstream + "." + p.String() + "." + id
 }
 
 // storage is the settings' storage type.
@@ -107,13 +154,20 @@ func token(what, name string) error {
 	return nil
 }
 
-// Ensure creates downstream's record stream, or updates an existing one
-// to room (its MaxBytes; 0 = no byte bound) and the layout, in place.
-// keep is the downstream's outcomes.keep: each final record carries its
-// own (Entry.Keep), so the stream only names it in its description.
-// Ensure is idempotent, and several instances may call it at once. An
-// existing stream whose retention, storage, replicas or discard policy
-// differ is reported (ErrIncompatible) and never changed.
+// Ensure creates downstream's two record streams, or updates existing
+// ones in place: the finished records' stream to room (its MaxBytes; 0 =
+// no byte bound), the live records' stream with no byte bound (the
+// queue's capacity bounds it), both to the layout the package doc
+// describes. keep is the downstream's outcomes.keep: each final record
+// carries its own (Entry.Keep), so the stream only names it in its
+// description. Ensure is idempotent, and several instances may call it
+// at once. An existing stream whose retention, storage, replicas or
+// discard policy differ is reported (ErrIncompatible) and never changed.
+//
+// A finished records' stream of the earlier layout, on
+// <SubjectPrefix>-outcomes.D.*, is moved to the new subject in place: the
+// records it held are left unread, and go with their TTL or past the
+// room.
 func (s *Store) Ensure(ctx context.Context, downstream string, room int64, keep time.Duration) error {
 	if err := token("downstream", downstream); err != nil {
 		return err
@@ -121,29 +175,44 @@ func (s *Store) Ensure(ctx context.Context, downstream string, room int64, keep 
 	if room < 0 || keep < 0 {
 		return fmt.Errorf("natsout: records of %s: room %d and keep %s must be >= 0", downstream, room, keep)
 	}
-	want := natsjs.StreamConfig{
-		Name:              s.StreamName(downstream),
-		Description:       fmt.Sprintf("shaperd job records of downstream %s, each kept %s after its job ends", downstream, keep),
-		Subjects:          []string{s.Subject(downstream, "*")},
+	var sts [2]natsjs.Stream
+	for _, p := range []part{done, live} {
+		want := s.recordStream(downstream, p, room, keep)
+		st, err := s.ensure(ctx, want, "job records")
+		if err != nil {
+			return err
+		}
+		sts[p] = st
+	}
+	s.mu.Lock()
+	l := s.lane(downstream)
+	l.ensured, l.room, l.keep, l.s = true, room, keep, sts
+	s.mu.Unlock()
+	return nil
+}
+
+// recordStream is the config of downstream's record stream of part p.
+func (s *Store) recordStream(downstream string, p part, room int64, keep time.Duration) natsjs.StreamConfig {
+	desc := fmt.Sprintf("shaperd job records of downstream %s, each kept %s after its job ends", downstream, keep)
+	bytes := bound(room)
+	if p == live {
+		desc = "shaperd job records of downstream " + downstream + "'s jobs not yet ended"
+		bytes = -1
+	}
+	return natsjs.StreamConfig{
+		Name:              s.streamName(downstream, p),
+		Description:       desc,
+		Subjects:          []string{s.subject(downstream, p, "*")},
 		Retention:         natsjs.LimitsPolicy,
 		Storage:           s.storage(),
 		Replicas:          s.set.Replicas,
 		MaxMsgs:           -1,
-		MaxBytes:          bound(room),
+		MaxBytes:          bytes,
 		MaxMsgsPerSubject: 1,
 		Discard:           natsjs.DiscardOld,
 		AllowMsgTTL:       true,
 		AllowDirect:       true,
 	}
-	st, err := s.ensure(ctx, want, "job records")
-	if err != nil {
-		return err
-	}
-	s.mu.Lock()
-	l := s.lane(downstream)
-	l.ensured, l.room, l.keep, l.s = true, room, keep, st
-	s.mu.Unlock()
-	return nil
 }
 
 // EnsureEvents creates downstream's event stream on
