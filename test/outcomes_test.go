@@ -339,3 +339,48 @@ downstreams:`, srv.ClientURL()) + outcomesLane("jetstream", "1h", gw.URL)
 		t.Fatalf("outcome %q %v", out.Data, out.Header)
 	}
 }
+
+// TestReplayedDeadLetterGoesBackToQueued: a job that failed for good is
+// replayed from its dead letter; its record leaves failed for queued and
+// ends succeeded, under the same job id, on both backends.
+func TestReplayedDeadLetterGoesBackToQueued(t *testing.T) {
+	for _, backend := range []string{"memory", "jetstream"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			srv := runNATS(t)
+			var failing atomic.Bool
+			failing.Store(true)
+			in := startDaemon(t, srv, baseConfig(outcomesLane(backend, "1h", gateway(t, &failing).URL)))
+			events, err := in.nc.SubscribeSync("shaper.events.pay.*")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, sub := sendWaiting(t, in, "charge")
+			if out, err := sub.NextMsg(10 * time.Second); err != nil || out.Header.Get("Shaper-State") != "failed" {
+				t.Fatalf("first outcome %v: %v", out, err)
+			}
+			failing.Store(false)
+			if status, body := in.call(t, http.MethodPost, "/v1/downstreams/pay/dead/replay", `{"rate":"10/s"}`); status != http.StatusAccepted {
+				t.Fatalf("replay: %d %s", status, body)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			var got []string
+			for !slices.Contains(got, "succeeded") {
+				m, err := events.NextMsg(time.Until(deadline))
+				if err != nil {
+					t.Fatalf("events of %s so far %v: %v", r.JobID, got, err)
+				}
+				if m.Header.Get("Shaper-Job-Id") == r.JobID {
+					got = append(got, m.Header.Get("Shaper-State"))
+				}
+			}
+			i := slices.Index(got, "failed")
+			if i < 0 || !slices.Equal(got[i+1:], []string{"queued", "started", "succeeded"}) {
+				t.Fatalf("events %v: want failed, then queued, started, succeeded", got)
+			}
+			if rec, _ := status(t, in.nc, r.JobID); rec.State != "succeeded" {
+				t.Fatalf("record after the replay: %+v", rec)
+			}
+		})
+	}
+}
