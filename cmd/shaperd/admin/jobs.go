@@ -98,8 +98,8 @@ func (h *handlers) serveLatestJobs(w http.ResponseWriter, r *http.Request) {
 
 // jobs returns the job records' reader, nil while starting.
 func (h *handlers) jobs() Jobs {
-	if h.Deps.Jobs == nil {
+	if h.Jobs == nil {
 		return nil
 	}
-	return h.Deps.Jobs()
+	return h.Jobs()
 }
