@@ -40,6 +40,8 @@ type Change struct {
 	// given up at shutdown: a durable job is acknowledged only then, so its
 	// outcome is sent at least once.
 	Done func()
+
+	stored bool // kept in the memory store by Note already
 }
 
 // Observer is told what the book did, for metrics. Any field may be nil.
@@ -82,10 +84,21 @@ func NewBook(mem *Memory, shared Store, teller Teller, obs Observer, log *slog.L
 		latest: map[string][]Record{}, wake: make(chan struct{}, 1)}
 }
 
-// Note books c; it never blocks.
+// Note books c; it never blocks. A change kept in the memory store is
+// stored at once, on the caller's goroutine (a map write: cheaper than
+// handing it over), and handed to the book's goroutine only when there is
+// something to tell or a Done to run.
 func (b *Book) Note(c Change) {
+	local := !c.Shared || b.shared == nil
+	if local {
+		b.mem.putOne(Entry{Record: c.Record, Keep: c.Keep, Max: c.Max})
+		c.stored = true
+	}
+	queue := !local || c.Events || c.Done != nil || (c.ReplyTo != "" && c.Record.State.Final())
 	b.mu.Lock()
-	b.pending = append(b.pending, c)
+	if queue {
+		b.pending = append(b.pending, c)
+	}
 	if c.Record.State.Final() {
 		l := append(b.latest[c.Record.Downstream], c.Record)
 		if len(l) > latestKept {
@@ -94,6 +107,9 @@ func (b *Book) Note(c Change) {
 		b.latest[c.Record.Downstream] = l
 	}
 	b.mu.Unlock()
+	if !queue {
+		return
+	}
 	select {
 	case b.wake <- struct{}{}:
 	default:

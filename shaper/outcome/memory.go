@@ -104,6 +104,21 @@ func (m *Memory) Put(_ context.Context, entries []Entry) error {
 	return nil
 }
 
+// putOne stores e, as Put does.
+func (m *Memory) putOne(e Entry) {
+	now := m.now()
+	m.mu.Lock()
+	l := m.lane(e.Record.Downstream)
+	if e.Max > 0 {
+		l.max = e.Max
+	}
+	n := l.put(e, now)
+	m.mu.Unlock()
+	if n > 0 && m.discarded != nil {
+		m.discarded(e.Record.Downstream, n)
+	}
+}
+
 // Get returns a record (Store).
 func (m *Memory) Get(_ context.Context, downstream, id string) (Record, bool, error) {
 	now := m.now()
