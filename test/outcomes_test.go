@@ -165,6 +165,24 @@ func TestOutcomeReachesTheProducer(t *testing.T) {
 			if backend == "jetstream" && rec.DeadLetterSeq == 0 {
 				t.Fatalf("failed record names no dead letter: %+v", rec)
 			}
+			if err := json.Unmarshal([]byte(in.get(t, "/v1/downstreams/pay/jobs/"+r.JobID, 200)), &api); err != nil ||
+				api.State != "failed" || api.Error != rec.Error {
+				t.Fatalf("admin record of the failed job %+v: %v", api, err)
+			}
+			for {
+				m, err := events.NextMsg(10 * time.Second)
+				if err != nil {
+					t.Fatalf("no failed event: %v", err)
+				}
+				if m.Header.Get("Shaper-Job-Id") != r.JobID || m.Header.Get("Shaper-State") != "failed" {
+					continue
+				}
+				var ev jobRecord
+				if err := json.Unmarshal(m.Data, &ev); err != nil || ev.Error != rec.Error {
+					t.Fatalf("failed event %s: %v", m.Data, err)
+				}
+				break
+			}
 		})
 	}
 }
