@@ -402,3 +402,36 @@ func TestReplayedDeadLetterGoesBackToQueued(t *testing.T) {
 		})
 	}
 }
+
+// TestDuplicateAnswersTheFirstJobsState: a repeated Nats-Msg-Id is
+// answered as a duplicate with the first job's id and its current state,
+// on both backends.
+func TestDuplicateAnswersTheFirstJobsState(t *testing.T) {
+	for _, backend := range []string{"memory", "jetstream"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			srv := runNATS(t)
+			in := startDaemon(t, srv, baseConfig(outcomesLane(backend, "1h", gateway(t, nil).URL)))
+			hdr := map[string]string{"Nats-Msg-Id": "order-7"}
+			first := in.request(t, "shaper.jobs.pay", []byte("x"), hdr)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if rec, _ := status(t, in.nc, first.JobID); rec.State == "succeeded" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the first job did not succeed")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			again := in.request(t, "shaper.jobs.pay", []byte("x"), hdr)
+			var body struct {
+				State string `json:"state"`
+			}
+			_ = json.Unmarshal([]byte(again.Body), &body)
+			if !again.Duplicate || again.JobID != first.JobID || body.State != "succeeded" {
+				t.Fatalf("duplicate reply %s", again.Body)
+			}
+		})
+	}
+}
