@@ -167,7 +167,12 @@ func (s *Store) Ensure(ctx context.Context, downstream string, room int64, keep 
 // instance deleting it at the same time is no error.
 func (s *Store) dropLive(ctx context.Context, downstream string) error {
 	name := s.liveStreamName(downstream)
-	err := s.js.DeleteStream(ctx, name)
+	// Looked up first, so that only a store that has it needs the
+	// permission to delete it.
+	_, err := s.js.Stream(ctx, name)
+	if err == nil {
+		err = s.js.DeleteStream(ctx, name)
+	}
 	switch {
 	case err == nil:
 		s.log.Info("stream deleted: job records now live in one stream", "stream", name,
@@ -176,7 +181,8 @@ func (s *Store) dropLive(ctx context.Context, downstream string) error {
 	case errors.Is(err, natsjs.ErrStreamNotFound):
 		return nil
 	}
-	return fmt.Errorf("delete stream %s of the earlier layout of job records: %w", name, err)
+	return fmt.Errorf("delete stream %s, the live job records of the earlier layout (now in %s): %w",
+		name, s.StreamName(downstream), err)
 }
 
 // recordStream is the config of downstream's record stream.
