@@ -17,14 +17,15 @@ import (
 // Trimming the finished records: past trimAbove of its room a
 // downstream's records are trimmed, the oldest finished first, to about
 // trimTo of it, at most once every trimEvery. One trim reads at most
-// trimScan records, scanBatch at a time, and moves those of jobs not
-// yet ended moveBatch at a time.
+// trimScan records, scanBatch at a time, and moves at most moveMax of
+// jobs not yet ended, moveBatch at a time.
 const (
 	trimAbove = 0.9
 	trimTo    = 0.8
 	trimEvery = time.Second
 	trimScan  = 100_000
 	scanBatch = 4096
+	moveMax   = 10_000
 	moveBatch = 256
 )
 
@@ -126,7 +127,8 @@ type held struct {
 
 // scan reads st's records from the first, headers only, through an
 // ephemeral consumer, until it has seen n finished ones (those with a
-// TTL), trimScan records, or the last record of state. It returns the
+// TTL), trimScan records, moveMax records of jobs not yet ended, or the
+// last record of state. It returns the
 // sequence below which the records it saw lie, and the records of jobs
 // not yet ended among them.
 func (s *Store) scan(ctx context.Context, st natsjs.Stream, state natsjs.StreamState, n uint64) (uint64, []held, error) {
@@ -145,7 +147,7 @@ func (s *Store) scan(ctx context.Context, st natsjs.Stream, state natsjs.StreamS
 	}()
 	below, finished, scanned := state.FirstSeq, uint64(0), 0
 	var live []held
-	for end := false; !end && finished < n && scanned < trimScan; {
+	for end := false; !end && finished < n && scanned < trimScan && len(live) < moveMax; {
 		batch, err := c.FetchNoWait(int(min(n-finished, uint64(trimScan-scanned), scanBatch)))
 		if err != nil {
 			return 0, nil, fmt.Errorf("read the oldest records: %w", err)
@@ -157,7 +159,7 @@ func (s *Store) scan(ctx context.Context, st natsjs.Stream, state natsjs.StreamS
 			if err != nil || md.Sequence.Stream > state.LastSeq {
 				end = true // past the records measured: the rest are newer
 			}
-			if end || finished >= n {
+			if end || finished >= n || len(live) >= moveMax {
 				continue // drain the batch
 			}
 			scanned++
