@@ -4,50 +4,46 @@
 // outcomes (Teller, an outcome.Teller), and the service that answers
 // status requests (Responder).
 //
-// Records. Downstream D's records are kept in two streams (the durable
-// queue's prefixes; SHAPER and shaper.queue by default), one message per
-// job in each, the record as JSON:
+// Records. Downstream D's records are kept in one stream,
+// <StreamPrefix>_OUTCOMES_D (the durable queue's prefixes; SHAPER and
+// shaper.queue by default), one message per job on
+// <SubjectPrefix>-outcomes.D.<job id>, the record as JSON. The stream
+// keeps one message per subject, allows direct gets and per-message
+// TTLs, and discards old messages. Every change of a job is one publish
+// on its subject, which replaces its earlier record: a record of a job
+// not yet ended has no TTL, so a job queued for days keeps its record;
+// a final record carries its downstream's outcomes.keep as its
+// Nats-TTL, in whole seconds, so the server removes it once that passed.
+// Put publishes a batch without waiting between messages and returns
+// once all were acknowledged. A status look-up is a direct get of the
+// last message on the job's subject, answered by any replica; a job
+// replayed after it ended is answered by its new record.
 //
-//   - <StreamPrefix>_OUTCOMES_LIVE_D, on
-//     <SubjectPrefix>-outcomes.D.live.<job id>: the records of jobs not yet
-//     ended, with no TTL, so a job queued for days keeps its record. It has
-//     no byte bound: it holds one record per queued or running job, so the
-//     queue's capacity bounds it.
-//   - <StreamPrefix>_OUTCOMES_D, on
-//     <SubjectPrefix>-outcomes.D.done.<job id>: the finished records, each
-//     carrying its downstream's outcomes.keep as its Nats-TTL, in whole
-//     seconds, so the server removes it once that passed. Its MaxBytes is
-//     the downstream's room for records.
+// Room. The stream has no byte bound of its own: the store trims the
+// finished records to the downstream's room, and the records of jobs
+// not yet ended, one small record per queued or running job, are
+// bounded by the queue's capacity. Past the room only the oldest
+// finished records go, never a queued or running job's, and every one
+// that goes is counted. After a Put that wrote finished records of D, at
+// most once a second per downstream, the store reads the stream's
+// state, and when it holds more than 90% of the room chooses the oldest
+// records to purge for about 80%: it reads them, headers only, through
+// an ephemeral consumer (at most 100 000 in one trim; the rest on later
+// ones), publishes each record without a TTL among them once more on
+// its subject, expecting the subject's last sequence to be the one read
+// (so a record another instance changed meanwhile is left alone: its
+// newer version lies past them already), and purges every message
+// below them: finished records only. The server answers how many went,
+// and Settings.Discarded is told (shaper_outcome_records_discarded_total).
+// Store.Records gives the records held, for the records gauge.
 //
-// Both keep one message per subject (a job's later record replaces the
-// earlier), allow direct gets and per-message TTLs. Put publishes a
-// batch without waiting between messages and returns once all were
-// acknowledged: a record of a job not yet ended is one message on its
-// live subject; a final record is one on its done subject and an empty
-// marker on its live subject, with a TTL of 1 s (the server's least),
-// which replaces the job's live record and goes soon after. A status
-// look-up is a direct get of the last message on the job's live subject,
-// answered by any replica, and, when there is none or only the marker,
-// one on its done subject: so a job replayed after it ended is answered
-// by its new live record, not the final one it had.
-//
-// Room. Past their room the oldest finished records go, never a queued
-// or running job's. After a Put that wrote finished records of D, at
-// most once a second per downstream, the store reads the finished
-// stream's state, and when it holds more than 90% of its MaxBytes purges
-// the oldest down to about 80%; the server answers how many went, and
-// Settings.Discarded is told (shaper_outcome_records_discarded_total).
-// The stream's own MaxBytes (discard old) is a hard bound behind that:
-// when records come faster than a second's trimming allows for, the
-// server discards the oldest finished records itself, and those discards
-// are not counted (the server removes them as silently as records past
-// their TTL, which are not discards either). Store.Records gives the
-// records held in both streams, for the records gauge.
-//
-// Earlier layout. A records stream of the earlier layout, on
-// <SubjectPrefix>-outcomes.D.*, holding every record, is moved to the
-// done subjects by Ensure; the records it held are left unread and go
-// with their TTL or past the room.
+// Earlier layouts. A records stream of an earlier layout, on
+// <SubjectPrefix>-outcomes.D.done.* or <SubjectPrefix>-outcomes.D.*, is
+// moved to this one's subjects by Ensure; the records it held on other
+// subjects are left unread, and go with their TTL or past the room. The
+// live records' stream of the two-stream layout,
+// <StreamPrefix>_OUTCOMES_LIVE_D, is deleted: that layout was never
+// released.
 //
 // Events. With events on, D's changes of state are core publishes on
 // <events prefix>.D.<state>; on a jetstream downstream the stream

@@ -43,24 +43,24 @@ func (f failures) add(downstream string, i int, err error) {
 func (f failures) errs(s *Store) []error {
 	var errs []error
 	for ds, x := range f {
-		errs = append(errs, fmt.Errorf("store job records of %s in %s and %s: %d not stored, the first: %w",
-			ds, s.StreamName(ds), s.LiveStreamName(ds), len(x.entries), x.first))
+		errs = append(errs, fmt.Errorf("store job records of %s in %s: %d not stored, the first: %w",
+			ds, s.StreamName(ds), len(x.entries), x.first))
 	}
 	return errs
 }
 
-// Put stores entries (outcome.Store): every message is published at
-// once, without waiting for the one before, and Put returns when the
-// streams acknowledged them all, or ctx ended. A record of a job not yet
-// ended goes to its live subject, with no TTL, so a job queued for days
-// keeps its record. A final record goes to its done subject with its
-// Keep as the message's TTL (whole seconds, at least 1 s: the server's
-// granularity), and an empty marker with a TTL of 1 s replaces the job's
-// live record. A downstream whose streams are missing (deleted, or not
-// there when Ensure ran) has them made again with Ensure's settings, and
-// its records published once more. The error says, for each downstream,
-// how many records were not stored and why. Then the finished records of
-// the downstreams written to are trimmed to their room (see trim).
+// Put stores entries (outcome.Store): each record is one message on its
+// job's subject, which replaces the job's earlier record; all are
+// published at once, without waiting for the one before, and Put
+// returns when the streams acknowledged them all, or ctx ended. A record
+// of a job not yet ended has no TTL, so a job queued for days keeps its
+// record; a final record carries its Keep as the message's TTL (whole
+// seconds, at least 1 s: the server's granularity). A downstream whose
+// stream is missing (deleted, or not there when Ensure ran) has it made
+// again with Ensure's settings, and its records published once more.
+// The error says, for each downstream, how many records were not stored
+// and why. Then the finished records of the downstreams written to are
+// trimmed to their room (see trim).
 func (s *Store) Put(ctx context.Context, entries []outcome.Entry) error {
 	failed := failures{}
 	missing := s.publish(ctx, entries, nil, failed)
@@ -70,7 +70,7 @@ func (s *Store) Put(ctx context.Context, entries []outcome.Entry) error {
 	for ds, idx := range missing {
 		if err := s.reensure(ctx, ds); err != nil {
 			for _, i := range idx {
-				failed.add(ds, i, fmt.Errorf("the streams are missing, and: %w", err))
+				failed.add(ds, i, fmt.Errorf("the stream is missing, and: %w", err))
 			}
 			continue
 		}
@@ -107,11 +107,8 @@ func finished(entries []outcome.Entry) []string {
 func (s *Store) publish(ctx context.Context, entries []outcome.Entry, only []int, failed failures) map[string][]int {
 	acks := make([]sent, 0, len(entries))
 	send := func(i int) {
-		ms, err := s.messages(entries[i])
-		for _, m := range ms {
-			if err != nil {
-				break
-			}
+		m, err := s.message(entries[i])
+		if err == nil {
 			var f natsjs.PubAckFuture
 			if f, err = s.js.PublishMsgAsync(m.msg, m.opts...); err == nil {
 				acks = append(acks, sent{entry: i, ack: f})
@@ -158,37 +155,33 @@ func noStream(err error) bool {
 	return errors.Is(err, natsjs.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
 }
 
-// message is one message of a record and its publish options.
+// message is a record's message and its publish options.
 type message struct {
 	msg  *nats.Msg
 	opts []natsjs.PublishOpt
 }
 
-// messages are e's messages: a record of a job not yet ended on its live
-// subject; a final record on its done subject, with its keep as the TTL,
-// and an empty marker on its live subject that goes after 1 s.
-func (s *Store) messages(e outcome.Entry) ([]message, error) {
+// message is e's message, on its job's subject: a final record's with
+// its keep as the TTL, a record of a job not yet ended with none.
+func (s *Store) message(e outcome.Entry) (message, error) {
 	rec := &e.Record
 	if err := token("downstream", rec.Downstream); err != nil {
-		return nil, err
+		return message{}, err
 	}
 	if err := token("job id", rec.JobID); err != nil {
-		return nil, err
+		return message{}, err
 	}
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return nil, err
+		return message{}, err
 	}
-	ds, id := rec.Downstream, rec.JobID
-	liveOpts := []natsjs.PublishOpt{natsjs.WithExpectStream(s.LiveStreamName(ds))}
-	if !rec.State.Final() {
-		return []message{{msg: &nats.Msg{Subject: s.LiveSubject(ds, id), Data: data, Header: nats.Header{}}, opts: liveOpts}}, nil
+	ds := rec.Downstream
+	m := message{msg: &nats.Msg{Subject: s.Subject(ds, rec.JobID), Data: data, Header: nats.Header{}},
+		opts: []natsjs.PublishOpt{natsjs.WithExpectStream(s.StreamName(ds))}}
+	if rec.State.Final() {
+		m.opts = append(m.opts, natsjs.WithMsgTTL(ttl(e.Keep)))
 	}
-	return []message{
-		{msg: &nats.Msg{Subject: s.DoneSubject(ds, id), Data: data, Header: nats.Header{}},
-			opts: []natsjs.PublishOpt{natsjs.WithExpectStream(s.StreamName(ds)), natsjs.WithMsgTTL(ttl(e.Keep))}},
-		{msg: &nats.Msg{Subject: s.LiveSubject(ds, id), Header: nats.Header{}}, opts: append(liveOpts, natsjs.WithMsgTTL(ttl(0)))},
-	}, nil
+	return m, nil
 }
 
 // ttl is keep as a message TTL: whole seconds, rounded up, at least one
@@ -217,41 +210,28 @@ func (s *Store) reensure(ctx context.Context, downstream string) error {
 }
 
 // Get returns the record of job id of downstream (outcome.Store), read
-// with direct gets of the last message on its subjects, which any of the
-// streams' replicas answers: the live subject first, which holds the
-// record of a job not yet ended (also one replayed after it ended), then
-// the done subject. A downstream without record streams, an id that
-// cannot be a subject token, and a record past its keep are ok=false
-// with a nil error, and so is a record whose TTL passed that the server
-// has not removed yet.
+// with a direct get of the last message on its subject, which any of the
+// stream's replicas answers. A downstream without a record stream, an id
+// that cannot be a subject token, and a record past its keep are
+// ok=false with a nil error, and so is a record whose TTL passed that
+// the server has not removed yet.
 func (s *Store) Get(ctx context.Context, downstream, id string) (outcome.Record, bool, error) {
 	if token("downstream", downstream) != nil || token("job id", id) != nil {
 		return outcome.Record{}, false, nil
 	}
-	for _, p := range []part{live, done} {
-		if rec, ok, err := s.read(ctx, downstream, p, id); ok || err != nil {
-			return rec, ok, err
-		}
-	}
-	return outcome.Record{}, false, nil
-}
-
-// read returns the record of job id in downstream's stream of part p; a
-// live marker of a job that ended is none.
-func (s *Store) read(ctx context.Context, downstream string, p part, id string) (outcome.Record, bool, error) {
-	st, err := s.stream(ctx, downstream, p)
+	st, err := s.stream(ctx, downstream)
 	if err != nil || st == nil {
 		return outcome.Record{}, false, err
 	}
-	m, err := st.GetLastMsgForSubject(ctx, s.subject(downstream, p, id))
+	m, err := st.GetLastMsgForSubject(ctx, s.Subject(downstream, id))
 	switch {
 	case errors.Is(err, natsjs.ErrMsgNotFound):
 		return outcome.Record{}, false, nil
 	case errors.Is(err, nats.ErrNoResponders) || errors.Is(err, natsjs.ErrStreamNotFound):
-		s.forget(downstream, p) // the stream went: look it up again next time
+		s.forget(downstream) // the stream went: look it up again next time
 		return outcome.Record{}, false, nil
 	case err != nil:
-		return outcome.Record{}, false, fmt.Errorf("read job record %s of %s in %s: %w", id, downstream, s.streamName(downstream, p), err)
+		return outcome.Record{}, false, fmt.Errorf("read job record %s of %s in %s: %w", id, downstream, s.StreamName(downstream), err)
 	}
 	if len(m.Data) == 0 || expired(m, s.now()) {
 		return outcome.Record{}, false, nil
@@ -271,47 +251,37 @@ func expired(m *natsjs.RawStreamMsg, now time.Time) bool {
 	return err == nil && !now.Before(m.Time.Add(d))
 }
 
-// Records is how many records downstream's streams hold (the
-// shaper_outcome_records gauge): one per job, of every instance, and for
-// a second after a job ends two (its finished record and the marker that
-// replaced its live one).
+// Records is how many records downstream's stream holds (the
+// shaper_outcome_records gauge): one per job, of every instance.
 func (s *Store) Records(ctx context.Context, downstream string) (int, error) {
-	n := 0
-	for _, p := range []part{done, live} {
-		st, err := s.stream(ctx, downstream, p)
-		if err != nil || st == nil {
-			if err != nil {
-				return 0, err
-			}
-			continue
-		}
-		info, err := st.Info(ctx)
-		if errors.Is(err, natsjs.ErrStreamNotFound) {
-			s.forget(downstream, p)
-			continue
-		}
-		if err != nil {
-			return 0, fmt.Errorf("count job records of %s in %s: %w", downstream, s.streamName(downstream, p), err)
-		}
-		n += int(info.State.Msgs)
+	st, err := s.stream(ctx, downstream)
+	if err != nil || st == nil {
+		return 0, err
 	}
-	return n, nil
+	info, err := st.Info(ctx)
+	if errors.Is(err, natsjs.ErrStreamNotFound) {
+		s.forget(downstream)
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("count job records of %s in %s: %w", downstream, s.StreamName(downstream), err)
+	}
+	return int(info.State.Msgs), nil
 }
 
-// stream returns downstream's record stream of part p, looked up once;
-// nil (and no error) when there is none.
-func (s *Store) stream(ctx context.Context, downstream string, p part) (natsjs.Stream, error) {
+// stream returns downstream's record stream, looked up once; nil (and
+// no error) when there is none.
+func (s *Store) stream(ctx context.Context, downstream string) (natsjs.Stream, error) {
 	s.mu.Lock()
-	l := s.lanes[downstream]
 	var st natsjs.Stream
-	if l != nil {
-		st = l.s[p]
+	if l := s.lanes[downstream]; l != nil {
+		st = l.s
 	}
 	s.mu.Unlock()
 	if st != nil {
 		return st, nil
 	}
-	name := s.streamName(downstream, p)
+	name := s.StreamName(downstream)
 	st, err := s.js.Stream(ctx, name)
 	switch {
 	case errors.Is(err, natsjs.ErrStreamNotFound):
@@ -320,16 +290,16 @@ func (s *Store) stream(ctx context.Context, downstream string, p part) (natsjs.S
 		return nil, fmt.Errorf("look up the job records of %s in %s: %w", downstream, name, err)
 	}
 	s.mu.Lock()
-	s.lane(downstream).s[p] = st
+	s.lane(downstream).s = st
 	s.mu.Unlock()
 	return st, nil
 }
 
-// forget drops the handle of downstream's stream of part p.
-func (s *Store) forget(downstream string, p part) {
+// forget drops the handle of downstream's stream.
+func (s *Store) forget(downstream string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l := s.lanes[downstream]; l != nil {
-		l.s[p] = nil
+		l.s = nil
 	}
 }

@@ -19,8 +19,8 @@ import (
 // Settings place the record and event streams; zero fields take the
 // defaults. StreamPrefix and SubjectPrefix are the durable queue's.
 type Settings struct {
-	StreamPrefix  string       // streams <StreamPrefix>_OUTCOMES_D, _OUTCOMES_LIVE_D and _EVENTS_D; "" = SHAPER
-	SubjectPrefix string       // records on <SubjectPrefix>-outcomes.D.{done,live}.<id>; "" = shaper.queue
+	StreamPrefix  string       // streams <StreamPrefix>_OUTCOMES_D and _EVENTS_D; "" = SHAPER
+	SubjectPrefix string       // records on <SubjectPrefix>-outcomes.D.<id>; "" = shaper.queue
 	Replicas      int          // stream replicas; 0 = 1
 	Storage       string       // "file" (default) or "memory"
 	Logger        *slog.Logger // nil = discard
@@ -39,36 +39,24 @@ type Store struct {
 	js  natsjs.JetStream
 	set Settings
 	log *slog.Logger
+	// beforeMove, when set (by tests), runs after a trim chose the
+	// records to move and before it moves them.
+	beforeMove func()
 
 	mu    sync.Mutex
 	lanes map[string]*lane // by downstream
 }
 
-// part is one of a downstream's two record streams.
-type part int
-
-const (
-	done part = iota // finished jobs' records, bounded by the room
-	live             // records of jobs not yet ended
-)
-
-// String is the part's subject token.
-func (p part) String() string {
-	if p == live {
-		return "live"
-	}
-	return "done"
-}
-
-// lane is one downstream's record streams: the room and keep they were
-// ensured with (zero until Ensure), their handles (nil until known) and
-// when the finished records were last measured for trimming.
+// lane is one downstream's record stream: the room and keep it was
+// ensured with (zero until Ensure), its handle (nil until known), when
+// its records were last measured for trimming and whether a trim runs.
 type lane struct {
-	ensured bool
-	room    int64
-	keep    time.Duration
-	s       [2]natsjs.Stream // by part
-	trimmed time.Time
+	ensured  bool
+	room     int64
+	keep     time.Duration
+	s        natsjs.Stream
+	trimmed  time.Time
+	trimming bool
 }
 
 // NewStore prepares the record store on nc. It does no I/O.
@@ -97,23 +85,15 @@ func NewStore(nc *nats.Conn, s Settings) (*Store, error) {
 	return &Store{now: time.Now, js: js, set: s, log: s.Logger, lanes: map[string]*lane{}}, nil
 }
 
-// StreamName is the stream of downstream's finished records.
+// StreamName is the stream of downstream's records.
 func (s *Store) StreamName(downstream string) string {
 	return s.set.StreamPrefix + "_OUTCOMES_" + downstream
 }
 
-// LiveStreamName is the stream of the records of downstream's jobs not
-// yet ended.
-func (s *Store) LiveStreamName(downstream string) string {
+// liveStreamName is the stream of the records of downstream's jobs not
+// yet ended in the two-stream layout, which Ensure deletes.
+func (s *Store) liveStreamName(downstream string) string {
 	return s.set.StreamPrefix + "_OUTCOMES_LIVE_" + downstream
-}
-
-// streamName is the name of downstream's stream of part p.
-func (s *Store) streamName(downstream string, p part) string {
-	if p == live {
-		return s.LiveStreamName(downstream)
-	}
-	return s.StreamName(downstream)
 }
 
 // EventsStreamName is the stream of downstream's events.
@@ -121,20 +101,9 @@ func (s *Store) EventsStreamName(downstream string) string {
 	return s.set.StreamPrefix + "_EVENTS_" + downstream
 }
 
-// DoneSubject is the subject of job id's finished record.
-func (s *Store) DoneSubject(downstream, id string) string {
-	return s.subject(downstream, done, id)
-}
-
-// LiveSubject is the subject of job id's record while it has not ended.
-func (s *Store) LiveSubject(downstream, id string) string {
-	return s.subject(downstream, live, id)
-}
-
-// subject is the subject of job id's record in downstream's stream of
-// part p.
-func (s *Store) subject(downstream string, p part, id string) string {
-	return s.set.SubjectPrefix + "-outcomes." + downstream + "." + p.String() + "." + id
+// Subject is the subject of job id's record.
+func (s *Store) Subject(downstream, id string) string {
+	return s.set.SubjectPrefix + "-outcomes." + downstream + "." + id
 }
 
 // storage is the settings' storage type.
@@ -154,20 +123,22 @@ func token(what, name string) error {
 	return nil
 }
 
-// Ensure creates downstream's two record streams, or updates existing
-// ones in place: the finished records' stream to room (its MaxBytes; 0 =
-// no byte bound), the live records' stream with no byte bound (the
-// queue's capacity bounds it), both to the layout the package doc
-// describes. keep is the downstream's outcomes.keep: each final record
-// carries its own (Entry.Keep), so the stream only names it in its
-// description. Ensure is idempotent, and several instances may call it
-// at once. An existing stream whose retention, storage, replicas or
-// discard policy differ is reported (ErrIncompatible) and never changed.
+// Ensure creates downstream's record stream, or updates an existing one
+// in place to the layout the package doc describes. room bounds the
+// finished records, which the store trims to it (0 = no bound); the
+// stream itself has no byte bound, so that the server never discards a
+// queued or running job's record. keep is the downstream's
+// outcomes.keep: each final record carries its own (Entry.Keep), so the
+// stream only names it in its description. Ensure is idempotent, and
+// several instances may call it at once. An existing stream whose
+// retention, storage, replicas or discard policy differ is reported
+// (ErrIncompatible) and never changed.
 //
-// A finished records' stream of the earlier layout, on
-// <SubjectPrefix>-outcomes.D.*, is moved to the new subject in place: the
-// records it held are left unread, and go with their TTL or past the
-// room.
+// A records stream of an earlier layout (finished records on
+// <SubjectPrefix>-outcomes.D.done.*, or every record on
+// <SubjectPrefix>-outcomes.D.*) is moved to the subjects of this one in
+// place, and the live records' stream of the two-stream layout,
+// <StreamPrefix>_OUTCOMES_LIVE_D, is deleted with what it held.
 func (s *Store) Ensure(ctx context.Context, downstream string, room int64, keep time.Duration) error {
 	if err := token("downstream", downstream); err != nil {
 		return err
@@ -175,39 +146,56 @@ func (s *Store) Ensure(ctx context.Context, downstream string, room int64, keep 
 	if room < 0 || keep < 0 {
 		return fmt.Errorf("natsout: records of %s: room %d and keep %s must be >= 0", downstream, room, keep)
 	}
-	var sts [2]natsjs.Stream
-	for _, p := range []part{done, live} {
-		want := s.recordStream(downstream, p, room, keep)
-		st, err := s.ensure(ctx, want, "job records")
-		if err != nil {
-			return err
-		}
-		sts[p] = st
+	st, err := s.ensure(ctx, s.recordStream(downstream, keep), "job records")
+	if err != nil {
+		return err
+	}
+	if err := s.dropLive(ctx, downstream); err != nil {
+		return err
 	}
 	s.mu.Lock()
 	l := s.lane(downstream)
-	l.ensured, l.room, l.keep, l.s = true, room, keep, sts
+	l.ensured, l.room, l.keep, l.s = true, room, keep, st
 	s.mu.Unlock()
 	return nil
 }
 
-// recordStream is the config of downstream's record stream of part p.
-func (s *Store) recordStream(downstream string, p part, room int64, keep time.Duration) natsjs.StreamConfig {
-	desc := fmt.Sprintf("shaperd job records of downstream %s, each kept %s after its job ends", downstream, keep)
-	bytes := bound(room)
-	if p == live {
-		desc = "shaperd job records of downstream " + downstream + "'s jobs not yet ended"
-		bytes = -1
+// dropLive deletes downstream's live records' stream of the two-stream
+// layout, if there is one. That layout was never released, so the
+// records of jobs not yet ended it held are let go rather than moved:
+// such a job is answered again from its next change on. Another
+// instance deleting it at the same time is no error.
+func (s *Store) dropLive(ctx context.Context, downstream string) error {
+	name := s.liveStreamName(downstream)
+	// Looked up first, so that only a store that has it needs the
+	// permission to delete it.
+	_, err := s.js.Stream(ctx, name)
+	if err == nil {
+		err = s.js.DeleteStream(ctx, name)
 	}
+	switch {
+	case err == nil:
+		s.log.Info("stream deleted: job records now live in one stream", "stream", name,
+			"records", s.StreamName(downstream))
+		return nil
+	case errors.Is(err, natsjs.ErrStreamNotFound):
+		return nil
+	}
+	return fmt.Errorf("delete stream %s, the live job records of the earlier layout (now in %s): %w",
+		name, s.StreamName(downstream), err)
+}
+
+// recordStream is the config of downstream's record stream.
+func (s *Store) recordStream(downstream string, keep time.Duration) natsjs.StreamConfig {
 	return natsjs.StreamConfig{
-		Name:              s.streamName(downstream, p),
-		Description:       desc,
-		Subjects:          []string{s.subject(downstream, p, "*")},
+		Name:              s.StreamName(downstream),
+		Description:       fmt.Sprintf("shaperd job records of downstream %s, each kept %s after its job ends", downstream, keep),
+		Subjects:          []string{s.Subject(downstream, "*")},
 		Retention:         natsjs.LimitsPolicy,
 		Storage:           s.storage(),
 		Replicas:          s.set.Replicas,
 		MaxMsgs:           -1,
-		MaxBytes:          bytes,
+		MaxBytes:          -1,
 		MaxMsgsPerSubject: 1,
 		Discard:           natsjs.DiscardOld,
 		AllowMsgTTL:       true,

@@ -57,23 +57,15 @@ func rec(id string, st outcome.State) outcome.Record {
 }
 
 // A record comes back as it was put; a later one replaces it; the
-// streams are laid out as the package doc says.
+// stream is laid out as the package doc says.
 func TestPutGet(t *testing.T) {
 	s, js := newStore(t)
 	ensure(t, s, "pay", 1<<20, time.Hour)
-	for name, want := range map[string]struct {
-		subject string
-		bytes   int64
-	}{
-		"SHAPER_OUTCOMES_pay":      {"shaper.queue-outcomes.pay.done.*", 1 << 20},
-		"SHAPER_OUTCOMES_LIVE_pay": {"shaper.queue-outcomes.pay.live.*", -1},
-	} {
-		cfg := streamConfig(t, js, name)
-		if len(cfg.Subjects) != 1 || cfg.Subjects[0] != want.subject || cfg.MaxMsgsPerSubject != 1 || !cfg.AllowMsgTTL ||
-			!cfg.AllowDirect || cfg.Storage != natsjs.FileStorage || cfg.Discard != natsjs.DiscardOld ||
-			cfg.MaxBytes != want.bytes || cfg.Retention != natsjs.LimitsPolicy {
-			t.Fatalf("stream %s config %+v; want subject %s, max bytes %d", name, cfg, want.subject, want.bytes)
-		}
+	cfg := streamConfig(t, js, "SHAPER_OUTCOMES_pay")
+	if len(cfg.Subjects) != 1 || cfg.Subjects[0] != "shaper.queue-outcomes.pay.*" || cfg.MaxMsgsPerSubject != 1 ||
+		!cfg.AllowMsgTTL || !cfg.AllowDirect || cfg.Storage != natsjs.FileStorage || cfg.Discard != natsjs.DiscardOld ||
+		cfg.MaxBytes != -1 || cfg.MaxMsgs != -1 || cfg.Retention != natsjs.LimitsPolicy {
+		t.Fatalf("stream config %+v; want subject shaper.queue-outcomes.pay.*, no byte bound", cfg)
 	}
 	queued := rec("a1", outcome.Queued)
 	done := rec("a1", outcome.Succeeded)
@@ -88,9 +80,12 @@ func TestPutGet(t *testing.T) {
 	if got, ok := get(t, s, "pay", "a1"); !ok || !reflect.DeepEqual(got, done) {
 		t.Fatalf("Get a1 = %+v, %v; want %+v", got, ok, done)
 	}
-	// a1's finished record and its live marker, b2's live record.
-	if n, err := s.Records(context.Background(), "pay"); err != nil || n != 3 {
-		t.Fatalf("Records = %d, %v; want 3 (a later record replaces the earlier)", n, err)
+	// One message per change, and one record per job.
+	if got := info(t, js, "SHAPER_OUTCOMES_pay").State.LastSeq; got != 3 {
+		t.Fatalf("the stream's last sequence is %d after three changes; want one write each", got)
+	}
+	if n, err := s.Records(context.Background(), "pay"); err != nil || n != 2 {
+		t.Fatalf("Records = %d, %v; want 2 (a later record replaces the earlier)", n, err)
 	}
 	for _, c := range []struct{ ds, id string }{{"pay", "nope"}, {"nowhere", "a1"}, {"pay", "a.b"}, {"pay", "*"}} {
 		if got, ok := get(t, s, c.ds, c.id); ok {
@@ -106,21 +101,17 @@ func TestFinalRecordExpires(t *testing.T) {
 	ensure(t, s, "pay", 0, time.Second)
 	put(t, s, 1500*time.Millisecond, rec("waiting", outcome.Queued), rec("done", outcome.Queued))
 	put(t, s, 1500*time.Millisecond, rec("done", outcome.Failed))
-	for _, c := range []struct{ stream, subject, ttl string }{
-		{"SHAPER_OUTCOMES_pay", s.DoneSubject("pay", "done"), "2s"},
-		{"SHAPER_OUTCOMES_LIVE_pay", s.LiveSubject("pay", "done"), "1s"},
-		{"SHAPER_OUTCOMES_LIVE_pay", s.LiveSubject("pay", "waiting"), ""},
-	} {
-		st, err := js.Stream(context.Background(), c.stream)
+	st, err := js.Stream(context.Background(), "SHAPER_OUTCOMES_pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, ttl := range map[string]string{"done": "2s", "waiting": ""} {
+		m, err := st.GetLastMsgForSubject(context.Background(), s.Subject("pay", id))
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", id, err)
 		}
-		m, err := st.GetLastMsgForSubject(context.Background(), c.subject)
-		if err != nil {
-			t.Fatalf("%s in %s: %v", c.subject, c.stream, err)
-		}
-		if got := m.Header.Get(natsjs.MsgTTLHeader); got != c.ttl {
-			t.Errorf("%s: Nats-TTL %q, want %q", c.subject, got, c.ttl)
+		if got := m.Header.Get(natsjs.MsgTTLHeader); got != ttl {
+			t.Errorf("%s: Nats-TTL %q, want %q", id, got, ttl)
 		}
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -149,7 +140,7 @@ func TestTTL(t *testing.T) {
 	}
 }
 
-// Ensure is idempotent, updates the room in place, and refuses a stream
+// Ensure is idempotent, from several instances, and refuses a stream
 // it cannot use.
 func TestEnsure(t *testing.T) {
 	s, js := newStore(t)
@@ -160,15 +151,8 @@ func TestEnsure(t *testing.T) {
 		t.Fatal(err)
 	}
 	ensure(t, other, "pay", 2<<20, time.Hour)
-	if got := streamConfig(t, js, "SHAPER_OUTCOMES_pay").MaxBytes; got != 2<<20 {
-		t.Fatalf("MaxBytes %d after Ensure with 2 MiB", got)
-	}
-	ensure(t, s, "pay", 0, time.Hour)
-	if got := streamConfig(t, js, "SHAPER_OUTCOMES_pay").MaxBytes; got != -1 {
-		t.Fatalf("MaxBytes %d after Ensure with no room bound", got)
-	}
-	if got := streamConfig(t, js, "SHAPER_OUTCOMES_LIVE_pay").MaxBytes; got != -1 {
-		t.Fatalf("the live records' stream has MaxBytes %d, want none", got)
+	if got := streamConfig(t, js, "SHAPER_OUTCOMES_pay"); got.MaxBytes != -1 || got.Subjects[0] != "shaper.queue-outcomes.pay.*" {
+		t.Fatalf("after Ensure from another instance: max bytes %d, subjects %v", got.MaxBytes, got.Subjects)
 	}
 	_, err = js.CreateStream(context.Background(), natsjs.StreamConfig{Name: "SHAPER_OUTCOMES_mem",
 		Subjects: []string{"x.>"}, Storage: natsjs.MemoryStorage})
@@ -190,21 +174,19 @@ func TestEnsure(t *testing.T) {
 func TestPutRecreatesStream(t *testing.T) {
 	s, js := newStore(t)
 	ensure(t, s, "pay", 1<<20, time.Hour)
-	for _, name := range []string{"SHAPER_OUTCOMES_LIVE_pay", "SHAPER_OUTCOMES_pay"} {
-		if err := js.DeleteStream(context.Background(), name); err != nil {
-			t.Fatal(err)
-		}
+	if err := js.DeleteStream(context.Background(), "SHAPER_OUTCOMES_pay"); err != nil {
+		t.Fatal(err)
 	}
 	put(t, s, time.Hour, rec("a1", outcome.Queued))
 	if _, ok := get(t, s, "pay", "a1"); !ok {
-		t.Fatal("the record put after the live stream was deleted is not there")
+		t.Fatal("the record put after the stream was deleted is not there")
+	}
+	if err := js.DeleteStream(context.Background(), "SHAPER_OUTCOMES_pay"); err != nil {
+		t.Fatal(err)
 	}
 	put(t, s, time.Hour, rec("a1", outcome.Succeeded))
 	if got, ok := get(t, s, "pay", "a1"); !ok || got.State != outcome.Succeeded {
-		t.Fatalf("after the finished stream was deleted: Get a1 = %+v, %v; want succeeded", got, ok)
-	}
-	if got := streamConfig(t, js, "SHAPER_OUTCOMES_pay").MaxBytes; got != 1<<20 {
-		t.Fatalf("the stream made again has MaxBytes %d, want Ensure's 1 MiB", got)
+		t.Fatalf("after the stream was deleted again: Get a1 = %+v, %v; want succeeded", got, ok)
 	}
 }
 

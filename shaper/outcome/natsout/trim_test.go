@@ -2,7 +2,9 @@ package natsout
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -66,24 +68,25 @@ func streamMsgs(t *testing.T, js natsjs.JetStream, name string) uint64 {
 	return info(t, js, name).State.Msgs
 }
 
-// Past their room the oldest finished records go, and are counted; a
-// queued job's record stays however many finished ones come after it.
+// Past their room the oldest finished records go, and are counted
+// exactly; a queued job's record, written before them all, stays as it
+// was however many finished ones come after it.
 func TestRoomDiscardsFinishedNeverQueued(t *testing.T) {
 	s, js, d, clock := newCountingStore(t)
 	const room = 16 << 10
 	ensure(t, s, "pay", room, time.Hour)
-	put(t, s, time.Hour, rec("waiting", outcome.Queued))
+	waiting := rec("waiting", outcome.Queued)
+	put(t, s, time.Hour, waiting)
 	const written = 200
 	for i := range written {
 		r := rec(fmt.Sprintf("j%03d", i), outcome.Succeeded)
 		r.Error = strings.Repeat("x", 100)
-		// One record a second (of the store's clock): each Put trims, so
-		// the server never reaches the bound and discards on its own.
+		// One record a second (of the store's clock): each Put may trim.
 		*clock = clock.Add(time.Second)
 		put(t, s, time.Hour, rec(r.JobID, outcome.Started), r)
 	}
-	if _, ok := get(t, s, "pay", "waiting"); !ok {
-		t.Fatal("the queued job's record went for room")
+	if got, ok := get(t, s, "pay", "waiting"); !ok || !reflect.DeepEqual(got, waiting) {
+		t.Fatalf("the queued job's record: %+v, %v; want %+v as it was put", got, ok, waiting)
 	}
 	if _, ok := get(t, s, "pay", "j000"); ok {
 		t.Error("the oldest finished record is still there past the room")
@@ -91,14 +94,96 @@ func TestRoomDiscardsFinishedNeverQueued(t *testing.T) {
 	if got, ok := get(t, s, "pay", fmt.Sprintf("j%03d", written-1)); !ok || got.State != outcome.Succeeded {
 		t.Errorf("the newest finished record: %+v, %v", got, ok)
 	}
-	held := streamMsgs(t, js, "SHAPER_OUTCOMES_pay")
+	state := info(t, js, "SHAPER_OUTCOMES_pay").State
+	held := state.Msgs - 1 // all but the queued job's
 	calls, n := d.of("pay")
 	if calls == 0 || n <= 0 || uint64(n)+held != written {
-		t.Fatalf("Discarded called %d times for %d records, %d held; want %d written = held + discarded",
+		t.Fatalf("Discarded called %d times for %d records, %d finished held; want %d written = held + discarded",
 			calls, n, held, written)
 	}
-	if b := info(t, js, "SHAPER_OUTCOMES_pay").State.Bytes; b > room {
-		t.Fatalf("the finished records take %d bytes, room %d", b, room)
+	if state.Bytes > room {
+		t.Fatalf("the records take %d bytes, room %d", state.Bytes, room)
+	}
+}
+
+// A trim does not overwrite a record of a job not yet ended that
+// changed after the trim read it: the newer record stays, and the
+// finished records are still counted exactly.
+func TestTrimKeepsChangedRecord(t *testing.T) {
+	s, js, d, clock := newCountingStore(t)
+	const room = 16 << 10
+	ensure(t, s, "pay", room, time.Hour)
+	other, err := NewStore(s.js.Conn(), Settings{}) // another instance, writing meanwhile
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, s, time.Hour, rec("waiting", outcome.Queued))
+	started := rec("waiting", outcome.Started)
+	started.StartedAt = t0.Add(time.Minute)
+	s.beforeMove = func() {
+		s.beforeMove = nil
+		put(t, other, time.Hour, started)
+	}
+	const written = 200
+	for i := range written {
+		r := rec(fmt.Sprintf("j%03d", i), outcome.Failed)
+		r.Error = strings.Repeat("x", 100)
+		*clock = clock.Add(time.Second)
+		put(t, s, time.Hour, r)
+	}
+	if s.beforeMove != nil {
+		t.Fatal("no trim moved records")
+	}
+	if got, ok := get(t, s, "pay", "waiting"); !ok || !reflect.DeepEqual(got, started) {
+		t.Fatalf("the job's record: %+v, %v; want its newer one %+v", got, ok, started)
+	}
+	held := streamMsgs(t, js, "SHAPER_OUTCOMES_pay") - 1
+	if _, n := d.of("pay"); n <= 0 || uint64(n)+held != written {
+		t.Fatalf("%d discarded, %d finished held; want %d written = held + discarded", n, held, written)
+	}
+}
+
+// Moving a record read at a sequence that is no longer its subject's
+// last is refused, and skipped: the newer record stays.
+func TestMoveStaleRecord(t *testing.T) {
+	s, js := newStore(t)
+	ensure(t, s, "pay", 1<<20, time.Hour)
+	put(t, s, time.Hour, rec("a1", outcome.Queued))
+	put(t, s, time.Hour, rec("a1", outcome.Started))
+	st, err := js.Stream(context.Background(), "SHAPER_OUTCOMES_pay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The record read at 2 (started) is moved; read at 2 or 1 again,
+	// after the move and a newer record, they are gone and skipped.
+	stale := []held{{seq: 2, subject: s.Subject("pay", "a1")}}
+	below, moved, err := s.move(context.Background(), st, stale, 3)
+	if err != nil || below != 3 || moved != 1 {
+		t.Fatalf("move of the current record: below %d, moved %d, %v; want 3, 1, nil", below, moved, err)
+	}
+	put(t, s, time.Hour, rec("a1", outcome.Retrying)) // 4
+	stale = append(stale, held{seq: 1, subject: s.Subject("pay", "a1")})
+	below, moved, err = s.move(context.Background(), st, stale, 4)
+	if err != nil || below != 4 || moved != 0 {
+		t.Fatalf("move of stale records: below %d, moved %d, %v; want 4, 0, nil", below, moved, err)
+	}
+	// Read at 4, changed before the publish: refused.
+	f, err := s.republish("SHAPER_OUTCOMES_pay", s.Subject("pay", "a1"), []byte(`{}`), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-f.Ok():
+		t.Fatal("a record published over a newer one expecting the older's sequence was stored")
+	case err := <-f.Err():
+		if !changed(err) {
+			t.Fatalf("publish expecting a stale sequence: %v; want the wrong last sequence", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer to the publish")
+	}
+	if got, ok := get(t, s, "pay", "a1"); !ok || got.State != outcome.Retrying {
+		t.Fatalf("Get a1 = %+v, %v; want the newest, retrying", got, ok)
 	}
 }
 
@@ -160,24 +245,14 @@ func TestExcess(t *testing.T) {
 }
 
 // A finished job's record is answered from the moment Put returns, and
-// the marker that replaced its live record goes soon after.
+// replaces the job's earlier record: one record per job.
 func TestFinishedRecordRightAfterPut(t *testing.T) {
-	s, js := newStore(t)
+	s, _ := newStore(t)
 	ensure(t, s, "pay", 1<<20, time.Hour)
 	put(t, s, time.Hour, rec("a1", outcome.Started))
 	put(t, s, time.Hour, rec("a1", outcome.Succeeded))
 	if got, ok := get(t, s, "pay", "a1"); !ok || got.State != outcome.Succeeded {
 		t.Fatalf("Get a1 right after Put = %+v, %v; want succeeded", got, ok)
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for streamMsgs(t, js, "SHAPER_OUTCOMES_LIVE_pay") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the live marker is still there 15 s after its 1 s TTL")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if got, ok := get(t, s, "pay", "a1"); !ok || got.State != outcome.Succeeded {
-		t.Fatalf("Get a1 after the marker went = %+v, %v; want succeeded", got, ok)
 	}
 	if n, err := s.Records(context.Background(), "pay"); err != nil || n != 1 {
 		t.Fatalf("Records = %d, %v; want 1", n, err)
@@ -196,24 +271,46 @@ func TestReplayedJobAnswersQueued(t *testing.T) {
 	}
 }
 
-// A finished records' stream of the earlier layout is moved to the new
-// subject in place.
-func TestEnsureOldLayout(t *testing.T) {
-	s, js := newStore(t)
-	_, err := js.CreateStream(context.Background(), natsjs.StreamConfig{Name: "SHAPER_OUTCOMES_pay",
-		Subjects: []string{"shaper.queue-outcomes.pay.*"}, MaxMsgsPerSubject: 1, AllowMsgTTL: true,
-		AllowDirect: true, MaxBytes: 1 << 20})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ensure(t, s, "pay", 1<<20, time.Hour)
-	ensure(t, s, "pay", 1<<20, time.Hour)
-	if got := streamConfig(t, js, "SHAPER_OUTCOMES_pay").Subjects; len(got) != 1 || got[0] != "shaper.queue-outcomes.pay.done.*" {
-		t.Fatalf("the old stream's subjects are %v after Ensure", got)
-	}
-	put(t, s, time.Hour, rec("a1", outcome.Succeeded))
-	if _, ok := get(t, s, "pay", "a1"); !ok {
-		t.Fatal("a record put in the updated stream is not there")
+// The streams of the earlier layouts are moved to this one in place,
+// and the live records' stream of the two-stream layout is deleted, by
+// every instance's Ensure.
+func TestEnsureOldLayouts(t *testing.T) {
+	for name, subject := range map[string]string{
+		"two streams": "shaper.queue-outcomes.pay.done.*",
+		"first":       "shaper.queue-outcomes.pay.*",
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, js := newStore(t)
+			for stream, subject := range map[string]string{"SHAPER_OUTCOMES_pay": subject,
+				"SHAPER_OUTCOMES_LIVE_pay": "shaper.queue-outcomes.pay.live.*"} {
+				_, err := js.CreateStream(context.Background(), natsjs.StreamConfig{Name: stream,
+					Subjects: []string{subject}, MaxMsgsPerSubject: 1, AllowMsgTTL: true,
+					AllowDirect: true, MaxBytes: 1 << 20})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			other, err := NewStore(s.js.Conn(), Settings{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ensure(t, s, "pay", 1<<20, time.Hour)
+			ensure(t, other, "pay", 1<<20, time.Hour)
+			ensure(t, s, "pay", 1<<20, time.Hour)
+			if got := streamConfig(t, js, "SHAPER_OUTCOMES_pay"); len(got.Subjects) != 1 ||
+				got.Subjects[0] != "shaper.queue-outcomes.pay.*" || got.MaxBytes != -1 {
+				t.Fatalf("the old stream has subjects %v, max bytes %d after Ensure", got.Subjects, got.MaxBytes)
+			}
+			if _, err := js.Stream(context.Background(), "SHAPER_OUTCOMES_LIVE_pay"); !errors.Is(err, natsjs.ErrStreamNotFound) {
+				t.Fatalf("the live records' stream after Ensure: %v; want it deleted", err)
+			}
+			put(t, s, time.Hour, rec("a1", outcome.Queued), rec("b2", outcome.Succeeded))
+			for _, id := range []string{"a1", "b2"} {
+				if _, ok := get(t, s, "pay", id); !ok {
+					t.Fatalf("a record put in the updated stream, %s, is not there", id)
+				}
+			}
+		})
 	}
 }
 
