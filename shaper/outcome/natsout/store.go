@@ -57,6 +57,7 @@ type lane struct {
 	s        natsjs.Stream
 	trimmed  time.Time
 	trimming bool
+	trimWait time.Duration // between trims: trimEvery, longer after trims that churned (trim.go)
 }
 
 // NewStore prepares the record store on nc. It does no I/O.

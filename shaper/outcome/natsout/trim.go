@@ -23,10 +23,14 @@ const (
 	trimAbove = 0.9
 	trimTo    = 0.8
 	trimEvery = time.Second
-	trimScan  = 100_000
-	scanBatch = 4096
-	moveMax   = 10_000
-	moveBatch = 256
+	// trimBackOff bounds the wait between trims that found mostly records
+	// of jobs not yet ended (a backlog larger than the room): each such
+	// trim doubles the wait, from trimEvery, up to this.
+	trimBackOff = 10 * time.Minute
+	trimScan    = 100_000
+	scanBatch   = 4096
+	moveMax     = 10_000
+	moveBatch   = 256
 )
 
 // trim keeps downstream's finished records within their room, so that
@@ -45,7 +49,8 @@ func (s *Store) trim(ctx context.Context, downstream string) {
 	if !ok {
 		return
 	}
-	defer s.trimmed(downstream)
+	churned := false // moved more live records than half the excess: wait longer next time
+	defer func() { s.trimmed(downstream, churned) }()
 	name := s.StreamName(downstream)
 	fail := func(err error) {
 		s.log.Warn("job records not trimmed to their room", "downstream", downstream, "stream", name,
@@ -79,6 +84,7 @@ func (s *Store) trim(ctx context.Context, downstream string) {
 	if err != nil {
 		fail(err) // purge what lies below the record not moved
 	}
+	churned = uint64(moved) > n/2
 	if below <= info.State.FirstSeq {
 		return
 	}
@@ -104,18 +110,27 @@ func (s *Store) due(downstream string) (int64, bool) {
 		return 0, false
 	}
 	now := s.now()
-	if d := now.Sub(l.trimmed); !l.trimmed.IsZero() && d >= 0 && d < trimEvery {
+	if d := now.Sub(l.trimmed); !l.trimmed.IsZero() && d >= 0 && d < max(l.trimWait, trimEvery) {
 		return 0, false
 	}
 	l.trimmed, l.trimming = now, true
 	return l.room, true
 }
 
-// trimmed ends downstream's trim.
-func (s *Store) trimmed(downstream string) {
+// trimmed ends downstream's trim; after one that churned (it moved more
+// records of jobs not yet ended than half what it set out to purge: the
+// room is mostly theirs) the next waits twice as long, up to
+// trimBackOff, and after any other the wait is trimEvery again.
+func (s *Store) trimmed(downstream string, churned bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lane(downstream).trimming = false
+	l := s.lane(downstream)
+	l.trimming = false
+	if churned {
+		l.trimWait = min(2*max(l.trimWait, trimEvery), trimBackOff)
+	} else {
+		l.trimWait = trimEvery
+	}
 }
 
 // held is a record of a job not yet ended that a trim found among the

@@ -329,3 +329,36 @@ func TestAPIPrefix(t *testing.T) {
 		}
 	}
 }
+
+// A room that records of jobs not yet ended fill is not churned once a
+// second: a trim that mostly moved them doubles the wait before the
+// next, and one that purged finished records sets it back.
+func TestTrimBacksOffWhenLiveRecordsFillTheRoom(t *testing.T) {
+	s, _, _, clock := newCountingStore(t)
+	const room = 32 << 10
+	ensure(t, s, "pay", room, time.Hour)
+	var live []outcome.Record
+	for i := range 40 { // about 40 KiB of queued jobs' records: past the room
+		r := rec(fmt.Sprintf("q%03d", i), outcome.Queued)
+		r.Error = strings.Repeat("x", 1000)
+		live = append(live, r)
+	}
+	put(t, s, time.Hour, live...)
+	wait := func() time.Duration {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.lane("pay").trimWait
+	}
+	for i, want := range []time.Duration{2 * time.Second, 4 * time.Second} {
+		*clock = clock.Add(wait() + time.Second)
+		put(t, s, time.Hour, rec(fmt.Sprintf("f%d", i), outcome.Succeeded))
+		if got := wait(); got != want {
+			t.Fatalf("after churning trim %d the wait is %s, want %s", i+1, got, want)
+		}
+	}
+	for _, r := range live {
+		if _, ok, err := s.Get(context.Background(), "pay", r.JobID); !ok || err != nil {
+			t.Fatalf("queued record %s lost: %v", r.JobID, err)
+		}
+	}
+}
