@@ -68,7 +68,7 @@ type Book struct {
 
 	mu      sync.Mutex
 	pending []Change
-	latest  map[string][]Record // the last finished records by downstream, newest last
+	latest  map[string]*latest // the last finished records by downstream
 	wake    chan struct{}
 
 	run *bookLife // set by Start
@@ -81,7 +81,7 @@ func NewBook(mem *Memory, shared Store, teller Teller, obs Observer, log *slog.L
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Book{mem: mem, shared: shared, teller: teller, obs: obs, log: log, grace: grace,
-		latest: map[string][]Record{}, wake: make(chan struct{}, 1)}
+		latest: map[string]*latest{}, wake: make(chan struct{}, 1)}
 }
 
 // Note books c; it never blocks. A change kept in the memory store is
@@ -100,11 +100,12 @@ func (b *Book) Note(c Change) {
 		b.pending = append(b.pending, c)
 	}
 	if c.Record.State.Final() {
-		l := append(b.latest[c.Record.Downstream], c.Record)
-		if len(l) > latestKept {
-			l = append(l[:0:0], l[len(l)-latestKept:]...)
+		r := b.latest[c.Record.Downstream]
+		if r == nil {
+			r = &latest{}
+			b.latest[c.Record.Downstream] = r
 		}
-		b.latest[c.Record.Downstream] = l
+		r.add(c.Record)
 	}
 	b.mu.Unlock()
 	if !queue {
@@ -121,12 +122,28 @@ func (b *Book) Note(c Change) {
 func (b *Book) Latest(downstream string) []Record {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	l := b.latest[downstream]
-	out := make([]Record, len(l))
-	for i, r := range l {
-		out[len(l)-1-i] = r
+	r := b.latest[downstream]
+	if r == nil {
+		return []Record{}
+	}
+	out := make([]Record, 0, r.n)
+	for i := 1; i <= r.n; i++ { // newest first
+		out = append(out, r.recs[(r.next-i+latestKept)%latestKept])
 	}
 	return out
+}
+
+// latest is a ring of a downstream's last latestKept finished records.
+type latest struct {
+	recs [latestKept]Record
+	next int // where the next goes
+	n    int // how many it holds
+}
+
+func (r *latest) add(rec Record) {
+	r.recs[r.next] = rec
+	r.next = (r.next + 1) % latestKept
+	r.n = min(r.n+1, latestKept)
 }
 
 // Get returns job id's record of downstream: its latest change noted and

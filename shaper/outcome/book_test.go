@@ -3,6 +3,7 @@ package outcome
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -91,4 +92,19 @@ func TestBookStopGivesUpWithinTheGrace(t *testing.T) {
 		t.Fatalf("Stop took %s, %d waiting", time.Since(start), b.Waiting())
 	}
 	_ = b.Stop() // idempotent
+}
+
+func TestLatestKeepsTheLastFinishedNewestFirst(t *testing.T) {
+	b := NewBook(NewMemory(nil), nil, nil, Observer{}, nil, nil)
+	if got := b.Latest("pay"); len(got) != 0 {
+		t.Fatalf("latest of a downstream with none: %v", got)
+	}
+	for i := range latestKept + 5 {
+		b.Note(change("pay", fmt.Sprint(i), Succeeded, false, nil))
+		b.Note(change("pay", fmt.Sprint("running", i), Started, false, nil)) // not finished: not listed
+	}
+	got := b.Latest("pay")
+	if len(got) != latestKept || got[0].JobID != fmt.Sprint(latestKept+4) || got[latestKept-1].JobID != "5" {
+		t.Fatalf("latest: %d records, first %s, last %s", len(got), got[0].JobID, got[len(got)-1].JobID)
+	}
 }
