@@ -128,35 +128,44 @@ func BenchmarkOutcomesIntake(b *testing.B) {
 
 // BenchmarkSubmitAndWait is the round trip a producer feels at low load:
 // producer.SubmitAndWait of one job at a time, accept to outcome, against
-// a downstream that answers at once, on both backends.
+// a downstream that answers at once, on both backends; beside it, the
+// baseline of the same run: Submit, accept only.
 //
 //	go test ./test -short -run '^$' -bench '^BenchmarkSubmitAndWait$' -benchtime 2000x -count 6
 func BenchmarkSubmitAndWait(b *testing.B) {
 	for _, backend := range []string{"memory", "jetstream"} {
-		b.Run(backend, func(b *testing.B) {
-			srv := runNATS(b)
-			ds := newDownstream(b)
-			in := startDaemon(b, srv, baseConfig(fmt.Sprintf(`
+		b.Run(backend+"/submit", func(b *testing.B) { benchSubmit(b, backend, false) })
+		b.Run(backend+"/wait", func(b *testing.B) { benchSubmit(b, backend, true) })
+	}
+}
+
+// benchSubmit sends b.N jobs one at a time with Submit, or SubmitAndWait
+// when wait is set.
+func benchSubmit(b *testing.B, backend string, wait bool) {
+	srv := runNATS(b)
+	ds := newDownstream(b)
+	in := startDaemon(b, srv, baseConfig(fmt.Sprintf(`
   erp:
     rate: 100000/s
     concurrency: 4
     queue: { capacity: 1000, backend: %s }
     sink: { http: { url: %q, timeout: 5s } }
 `, backend, ds.URL)))
-			c, err := producer.New(in.nc)
-			if err != nil {
-				b.Fatal(err)
+	c, err := producer.New(in.nc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if wait {
+			out, err := c.SubmitAndWait(ctx, "erp", []byte("job"))
+			if err != nil || out.State != "succeeded" {
+				b.Fatalf("SubmitAndWait: %+v %v", out, err)
 			}
-			ctx := context.Background()
-			b.ResetTimer()
-			for range b.N {
-				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				out, err := c.SubmitAndWait(wctx, "erp", []byte("job"))
-				cancel()
-				if err != nil || out.State != "succeeded" {
-					b.Fatalf("SubmitAndWait: %+v %v", out, err)
-				}
-			}
-		})
+		} else if r, err := c.Submit(ctx, "erp", []byte("job")); err != nil || !r.Accepted {
+			b.Fatalf("Submit: %+v %v", r, err)
+		}
+		cancel()
 	}
 }
