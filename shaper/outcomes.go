@@ -38,7 +38,6 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, don
 	c := outcome.Change{Record: rec, Keep: l.cfg.Outcomes.Keep, Max: l.cfg.Outcomes.MaxRecords, Shared: l.q.Settler != nil,
 		Events: l.cfg.Outcomes.Events}
 	if st.Final() {
-		rec.EndedAt = now
 		c.Record.EndedAt = now
 		c.ReplyTo = job.ReplyTo
 		if !job.Enqueued.IsZero() {
