@@ -10,7 +10,10 @@ import (
 // Shaper-* headers). The intake fills the first block; the shaper the
 // second.
 type Job struct {
-	ID         string        // unique; also the Idempotency-Key sent downstream
+	// ID is unique and is the Idempotency-Key sent downstream. Left empty,
+	// it is given by the lane, or by a kind that names the jobs it stores
+	// (a Finder), which sets Named.
+	ID         string
 	Downstream string        // lane name
 	Key        string        // admission key ("" = the shared anonymous key)
 	Cost       int           // admission cost, >= 1 (0 is treated as 1); see JobCost
@@ -45,6 +48,9 @@ type Job struct {
 	// Slot is the schedule slot of the try in progress and Dispatched when
 	// the scheduler started it (Dispatched − Slot is the pacer's lag).
 	Slot, Dispatched time.Time
+	// Named: a Finder gave ID when it stored the job, and finds the job by
+	// it while it is stored.
+	Named bool
 }
 
 // JobCost is j's cost in units of capacity, admission and drain time:

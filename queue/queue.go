@@ -185,6 +185,19 @@ type Counter interface {
 	Levels() int
 }
 
+// Finder is the role of a kind that names each job it stores by its place
+// there (a durable kind): offered a job without an ID, it gives the job
+// an ID from which it finds the job again while it is stored, and sets
+// Job.Named. A stored job's state then needs no record of its own until
+// the job is taken. Find is the one method of a kind that may be called
+// without the lane's lock, and may block on I/O.
+type Finder interface {
+	// Find returns the job named id while it is stored; ok is false when
+	// the kind never named a job id, or its job is no longer stored. ctx
+	// bounds the look-up.
+	Find(ctx context.Context, id string) (job *Job, ok bool, err error)
+}
+
 // Roles is one downstream's queue as its lane holds it: the Queue every
 // kind is, and the roles only some kinds play, nil where the kind does not
 // play them. Each kind's Roles method fills in the roles it plays; the
@@ -197,6 +210,7 @@ type Roles struct {
 	Service Service // nil: no goroutines of its own
 	Picker  Picker  // nil: jobs start in order only (no per-key concurrency)
 	Counter Counter // nil: no depth per level (Len only)
+	Finder  Finder  // nil: the lane names jobs; a stored job is found by its record
 }
 
 // Stored reports where an offered job went (Then). A memory kind's is the

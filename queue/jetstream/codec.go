@@ -28,13 +28,17 @@ const (
 	hdrReplyTo = "Shaper-Reply-To"
 )
 
-// encode builds the message that stores job on subject.
+// encode builds the message that stores job on subject. A job without an
+// ID is named by its place once stored (see name.go): its message carries
+// no Shaper-Job-Id.
 func encode(subject string, job *queue.Job) *nats.Msg {
 	m := &nats.Msg{Subject: subject, Data: job.Payload, Header: make(nats.Header, len(job.Header)+4)}
 	for k, v := range job.Header {
 		m.Header[k] = v
 	}
-	m.Header[hdrJobID] = []string{job.ID}
+	if job.ID != "" {
+		m.Header[hdrJobID] = []string{job.ID}
+	}
 	m.Header[hdrEnqueued] = []string{strconv.FormatInt(job.Enqueued.UnixNano(), 10)}
 	if !job.Deadline.IsZero() {
 		m.Header[hdrDeadline] = []string{strconv.FormatInt(job.Deadline.UnixNano(), 10)}
@@ -60,13 +64,40 @@ func encode(subject string, job *queue.Job) *nats.Msg {
 	return m
 }
 
-// decode rebuilds the job stored in m for lane. Tries already made (the
+// decode rebuilds the job stored in m for lane, named under epoch when
+// its message carries no id (see name.go). Tries already made (the
 // delivery count minus this one) count as failures; the fetcher takes the
 // deliveries that were not tries (the ledger) off them.
-func decode(m natsjs.Msg, lane string) *queue.Job {
-	h := m.Headers()
-	job := &queue.Job{Downstream: lane, Payload: m.Data(), ID: h.Get(hdrJobID), Key: h.Get(hdrKey)}
+func decode(m natsjs.Msg, lane, epoch string) *queue.Job {
+	var seq uint64
+	var at time.Time
+	if j, ok := m.(*jobMsg); ok {
+		seq, at = j.seq(), j.job.Time
+	}
+	md, err := m.Metadata()
+	if err == nil && seq == 0 {
+		seq, at = md.Sequence.Stream, md.Timestamp
+	}
+	job := decodeStored(m.Headers(), m.Data(), lane, epoch, seq, at)
+	if err == nil {
+		job.Attempt = int(md.NumDelivered) - 1
+		job.Failures = job.Attempt
+	}
+	return job
+}
+
+// decodeStored rebuilds the job stored at seq, at, with headers h and
+// payload data, for lane: its id is its Shaper-Job-Id, else its name under
+// epoch.
+func decodeStored(h nats.Header, data []byte, lane, epoch string, seq uint64, at time.Time) *queue.Job {
+	job := &queue.Job{Downstream: lane, Payload: data, ID: h.Get(hdrJobID), Key: h.Get(hdrKey)}
+	if job.ID == "" {
+		job.ID, job.Named = nameOf(epoch, seq), epoch != ""
+	}
 	job.Enqueued = unixNano(h.Get(hdrEnqueued))
+	if job.Enqueued.IsZero() {
+		job.Enqueued = at
+	}
 	job.Deadline = unixNano(h.Get(hdrDeadline))
 	if c, err := strconv.Atoi(h.Get(hdrCost)); err == nil && c > 1 {
 		job.Cost = c
@@ -76,24 +107,6 @@ func decode(m natsjs.Msg, lane string) *queue.Job {
 	}
 	job.NotBefore = unixNano(h.Get(hdrNotBefore))
 	job.ReplyTo = h.Get(hdrReplyTo)
-	if j, ok := m.(*jobMsg); ok {
-		if job.ID == "" {
-			job.ID = "seq-" + strconv.FormatUint(j.seq(), 10)
-		}
-		if job.Enqueued.IsZero() {
-			job.Enqueued = j.job.Time
-		}
-	}
-	if md, err := m.Metadata(); err == nil {
-		if job.ID == "" {
-			job.ID = "seq-" + strconv.FormatUint(md.Sequence.Stream, 10)
-		}
-		if job.Enqueued.IsZero() {
-			job.Enqueued = md.Timestamp
-		}
-		job.Attempt = int(md.NumDelivered) - 1
-		job.Failures = job.Attempt
-	}
 	for k, v := range h {
 		if isOurs(k) {
 			continue

@@ -221,6 +221,16 @@
 // batch publishes are not used (an atomic batch is refused whole for one
 // such job, a fast batch drops duplicates silently).
 //
+// A job offered without an ID is named by its place (name.go): its id is
+// <epoch>-<seq>, the stream's creation instant (unix milliseconds, base
+// 36, read from the stream's info when it is ensured) and the sequence
+// its PubAck gives, and its message carries no Shaper-Job-Id. Find
+// (queue.Finder) reads such a job by its sequence while it is stored, so
+// the shaper's record of a waiting job needs no write of its own: intake
+// stores one message per job. A job offered before its stream's epoch is
+// known, or with an id of its own (a replayed dead letter), keeps its id
+// in Shaper-Job-Id.
+//
 // The publisher (publish.go) keeps the Store's stores in one window:
 // at most MaxPending (4096) await their PubAck; a store finding the
 // window full waits stallWait (200 ms), then is refused; one without a
@@ -236,7 +246,7 @@
 // # Rooms
 //
 // Each role has its own type and files: the layout (subjects.go,
-// stream.go, codec.go); intake, stores pipelined (publish.go, order.go,
+// stream.go, codec.go); job names and Find (name.go); intake, stores pipelined (publish.go, order.go,
 // Store.publish in store.go); the window: its stream, consumer and tokens
 // (window.go), the fetcher, refresh and keep-alive (drain.go), a token's
 // admission and hand-backs (fetched.go), acks held and retries (settle.go,

@@ -91,7 +91,7 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 		raw = r
 	}
 	m := &jobMsg{Msg: t, job: raw}
-	job := decode(m, q.name)
+	job := decode(m, q.name, q.epochNow())
 	md, err := m.Metadata()
 	var tseq uint64
 	var e ledgerEntry

@@ -51,7 +51,7 @@ type Queue struct {
 	wake   chan struct{} // cap 1: room in the window, or ensured
 	order  order         // stores in the order of Offer
 
-	levelsNow atomic.Int32 // levels, read by the intake's subject choice without mu
+	levelsNow atomic.Int32           // levels, read by the intake's subject choice without mu
 
 	mu       sync.Mutex
 	keyConc  bool
@@ -73,13 +73,14 @@ var (
 	_ queue.Service = (*Queue)(nil)
 	_ queue.Picker  = (*Queue)(nil)
 	_ queue.Counter = (*Queue)(nil)
+	_ queue.Finder  = (*Queue)(nil)
 )
 
 // Roles is the queue with the roles it plays: it settles the jobs it
 // handed out with the stream, fetches in goroutines of its own, and the
 // drain may pass over a key's fetched jobs.
 func (q *Queue) Roles() queue.Roles {
-	return queue.Roles{Queue: q, Settler: q, Service: q, Picker: q, Counter: q}
+	return queue.Roles{Queue: q, Settler: q, Service: q, Picker: q, Counter: q, Finder: q}
 }
 
 // QueueSettings are what a downstream's queue needs of its lane's settings.

@@ -200,8 +200,13 @@ func (st *Store) originalID(p pendingPub, seq uint64) (string, bool) {
 		s, _ = st.js.Stream(ctx, p.q.stream)
 	}
 	if s != nil {
-		if raw, err := s.GetMsg(ctx, seq); err == nil && raw.Header.Get(hdrJobID) != "" {
-			return raw.Header.Get(hdrJobID), true
+		if raw, err := s.GetMsg(ctx, seq); err == nil {
+			if id := raw.Header.Get(hdrJobID); id != "" {
+				return id, true
+			}
+			if epoch := p.q.epochNow(); epoch != "" {
+				return nameOf(epoch, seq), true
+			}
 		}
 	}
 	if p.job.DedupeID == "" {

@@ -47,11 +47,15 @@ type recordWrites struct {
 }
 
 // recordFor returns the record to store before m leaves its stream: its
-// job id under its Nats-Msg-Id, or nil when it has no id or its window
-// has ended (nothing to answer a copy with).
-func (st *Store) recordFor(m natsjs.Msg) *nats.Msg {
+// job id (its Shaper-Job-Id, else its name in a stream of epoch) under its
+// Nats-Msg-Id, or nil when it has no Nats-Msg-Id or its window has ended
+// (nothing to answer a copy with).
+func (st *Store) recordFor(m natsjs.Msg, epoch string) *nats.Msg {
 	h := m.Headers()
 	msgID, jobID := h.Get(hdrMsgID), h.Get(hdrJobID)
+	if j, ok := m.(*jobMsg); ok && jobID == "" && epoch != "" {
+		jobID = nameOf(epoch, j.seq())
+	}
 	if msgID == "" || jobID == "" {
 		return nil
 	}
@@ -88,7 +92,7 @@ func (q *Queue) settleLocked(m natsjs.Msg, term bool) {
 		_ = m.Nak()
 		return
 	}
-	w := &recordWrite{m: m, term: term, rec: q.st.recordFor(m), s: q.s}
+	w := &recordWrite{m: m, term: term, rec: q.st.recordFor(m, q.epochNow()), s: q.s}
 	q.hold.unrecorded[m] = w
 	q.recs.wg.Go(func() { q.writeRecord(w) })
 }

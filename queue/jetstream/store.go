@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 
 	"github.com/shaperd/shaper/queue"
 )
@@ -98,6 +99,8 @@ type Store struct {
 
 	ledger ledgerStore // the hand-backs' bucket, once found or created
 
+	epochs sync.Map // downstream → its stream's epoch (name.go), once ensured
+
 	watchMu  sync.Mutex    // serialises startRecords and Stop
 	watching bool          // the records stream's watch feeds table
 	stopped  bool          // Stop was called: no watch starts
@@ -111,6 +114,7 @@ type pendingPub struct {
 	job     *queue.Job
 	subject string // the job's subject
 	done    func(int, error)
+	epoch   string // the job is named by its place in a stream of this epoch; "" = it has an ID
 }
 
 // New prepares the backend on nc. It does no I/O.
@@ -198,9 +202,17 @@ func (st *Store) publish(q *Queue, job *queue.Job, done func(int, error)) {
 }
 
 // send stores job for q; done gets the PubAck's answer.
+// A job without an ID is named by its place once stored (name.go), or
+// given a unique id before its stream's epoch is known.
 func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
+	epoch := ""
+	if job.ID == "" {
+		if epoch = q.epochNow(); epoch == "" {
+			job.ID = nuid.Next()
+		}
+	}
 	m := encode(q.subjectFor(job, time.Now()), job)
-	if err := st.pub.publish(m, pendingPub{q: q, job: job, subject: m.Subject, done: done}); err != nil {
+	if err := st.pub.publish(m, pendingPub{q: q, job: job, subject: m.Subject, done: done, epoch: epoch}); err != nil {
 		done(0, fmt.Errorf("publish to %s: %w", m.Subject, err))
 	}
 }
@@ -214,6 +226,9 @@ func (st *Store) answer(p pendingPub, pa pubAck, err error) {
 	case pa.duplicate:
 		go st.duplicate(p, pa.seq) // looks the original up: I/O
 	default:
+		if p.epoch != "" {
+			p.job.ID, p.job.Named = nameOf(p.epoch, pa.seq), true
+		}
 		p.done(p.q.stored(pa.seq, p.job, p.subject), nil)
 	}
 }

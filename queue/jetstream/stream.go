@@ -158,6 +158,7 @@ func (st *Store) ensure(ctx context.Context, downstream string, b bounds) (natsj
 			return nil, nil, err
 		}
 	}
+	st.setEpoch(downstream, s)
 	if err := st.dropLegacyConsumer(ctx, s); err != nil {
 		return nil, nil, err
 	}
