@@ -12,9 +12,10 @@ import (
 // told is what a change tells beyond the job's fields: the error, the
 // downstream's answer, the dead letter's sequence.
 type told struct {
-	err    string
-	result *outcome.Result
-	seq    uint64
+	err     string
+	result  *outcome.Result
+	seq     uint64
+	inQueue bool // the queue tells the state by the job's id (outcome.Change.InQueue)
 }
 
 // keeps reports whether the lane books its jobs' changes. Requires l.mu.
@@ -36,7 +37,7 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, don
 		rec.StartedAt = job.Dispatched
 	}
 	c := outcome.Change{Record: rec, Keep: l.cfg.Outcomes.Keep, Max: l.cfg.Outcomes.MaxRecords, Shared: l.q.Settler != nil,
-		Events: l.cfg.Outcomes.Events}
+		Events: l.cfg.Outcomes.Events, InQueue: t.inQueue}
 	if st.Final() {
 		c.Record.EndedAt = now
 		c.ReplyTo = job.ReplyTo
@@ -61,13 +62,20 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, don
 }
 
 // noteAccepted books an accepted job: queued, or delayed when it waits
-// for its instant. Requires l.mu.
+// for its instant. A job its queue named is found there by its id until it
+// starts (queue.Finder): its record is stored from then on, and intake
+// stores nothing but the job. Requires l.mu.
 func (l *lane) noteAccepted(job *queue.Job, now time.Time) {
-	st := outcome.Queued
+	l.note(job, waitingState(job, now), now, told{inQueue: job.Named}, nil)
+}
+
+// waitingState is the state of a job that waits in its queue at now:
+// queued, or delayed until its instant.
+func waitingState(job *queue.Job, now time.Time) outcome.State {
 	if job.NotBefore.After(now) {
-		st = outcome.Delayed
+		return outcome.Delayed
 	}
-	l.note(job, st, now, told{}, nil)
+	return outcome.Queued
 }
 
 // droppedState is the final state of a job dropped for reason.
@@ -82,7 +90,9 @@ func droppedState(r Reason) outcome.State {
 }
 
 // Job returns job id's record of downstream: from the shared store when
-// the downstream's queue is durable, else from this process's. ok is
+// the downstream's queue is durable, else from this process's; a job its
+// queue named and that has not started has none, and its queue tells its
+// state (queued or delayed) by its id (queue.Finder). ok is
 // false for an id with no record; shared says where it was looked up. A
 // downstream that is not configured is ErrUnknownDownstream, one that
 // keeps no records ErrNoRecords (both wrapped).
@@ -94,7 +104,7 @@ func (s *Shaper) Job(ctx context.Context, downstream, id string) (rec outcome.Re
 		return outcome.Record{}, false, false, fmt.Errorf("%w: %q", ErrUnknownDownstream, downstream)
 	}
 	l.mu.Lock()
-	shared, keeps := l.q.Settler != nil, l.keeps()
+	shared, keeps, finder := l.q.Settler != nil, l.keeps(), l.q.Finder
 	l.mu.Unlock()
 	if !keeps {
 		return outcome.Record{}, false, shared, fmt.Errorf("%w: %s (set downstreams.%s.outcomes.keep)", ErrNoRecords, downstream, downstream)
@@ -103,7 +113,15 @@ func (s *Shaper) Job(ctx context.Context, downstream, id string) (rec outcome.Re
 		return outcome.Record{}, false, shared, nil
 	}
 	rec, ok, err = s.book.Get(ctx, downstream, id, shared)
-	return rec, ok, shared, err
+	if ok || err != nil || finder == nil {
+		return rec, ok, shared, err
+	}
+	job, ok, err := finder.Find(ctx, id) // named by its queue, not started yet
+	if !ok || err != nil {
+		return outcome.Record{}, false, shared, err
+	}
+	return outcome.Record{JobID: id, Downstream: downstream, State: waitingState(job, time.Now()),
+		AcceptedAt: job.Enqueued, NotBefore: job.NotBefore}, true, shared, nil
 }
 
 // LatestJobs returns the last jobs of downstream this process saw end,

@@ -52,6 +52,10 @@ type Deps struct {
 	// (LaneSettings.Outcomes); nil = no lane keeps any. Run starts and
 	// stops it.
 	Outcomes *outcome.Book
+	// NewJobID gives a job offered without an ID its ID, unless its
+	// lane's queue names the jobs it stores (queue.Finder); nil = 128
+	// random bits in hex.
+	NewJobID func() string
 }
 
 // Shaper paces jobs from bounded per-downstream queues into their sinks.
@@ -66,6 +70,7 @@ type Shaper struct {
 	adms  admission.Remote
 	dlr   DeadLetterer
 	book  *outcome.Book // nil: no records
+	newID func() string
 
 	// cfgMu serialises Apply and SetOverride; it guards file (the
 	// settings last applied, without overrides) and overrides.
@@ -102,11 +107,15 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 	}
 	sh := &Shaper{
 		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter, book: deps.Outcomes,
+		newID:  deps.NewJobID,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
 		sched: wake.New[*lane](), ready: make(chan struct{}),
 	}
 	if sh.log == nil {
 		sh.log = slog.New(slog.DiscardHandler)
+	}
+	if sh.newID == nil {
+		sh.newID = newJobID
 	}
 	sh.keeper = keep.New(deps.Rates, sh.log, sh.keptLanes)
 	if sh.met == nil {

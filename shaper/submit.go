@@ -34,7 +34,7 @@ const retryUnavailable = time.Second
 //
 // On acceptance the shaper owns job (do not modify it afterwards): it sets
 // Enqueued, Deadline (from job.MaxWait, else the lane's MaxWait) and, when
-// empty, ID (128 random bits, hex).
+// empty, ID (Deps.NewJobID's, or the queue's name for it: queue.Finder).
 func (s *Shaper) SubmitFunc(job *queue.Job, done func(Receipt)) {
 	now := time.Now()
 	l := s.lookup(job)
@@ -77,14 +77,16 @@ func (s *Shaper) SubmitAt(now time.Time, job *queue.Job) Receipt {
 	return <-ch
 }
 
-// lookup gives job an ID if it has none and returns its lane (nil: none).
+// lookup returns job's lane (nil: none); a job for no lane without an ID
+// gets one (the lane gives the others theirs: l.giveID).
 func (s *Shaper) lookup(job *queue.Job) *lane {
-	if job.ID == "" {
-		job.ID = newJobID()
-	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.active[job.Downstream]
+	l := s.active[job.Downstream]
+	s.mu.RUnlock()
+	if l == nil && job.ID == "" {
+		job.ID = s.newID()
+	}
+	return l
 }
 
 // submission is where a job's path left it: its receipt, final unless
@@ -132,6 +134,7 @@ func (s *Shaper) submit(now time.Time, l *lane, job *queue.Job) submission {
 func (l *lane) submit(now time.Time, job *queue.Job, rc Receipt) submission {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.giveID(job, &rc)
 	l.c.received++
 	l.m.Received.Inc()
 	rc, ok := l.check(now, job, rc)
@@ -274,7 +277,7 @@ func (l *lane) enqueue(now time.Time, job *queue.Job) queue.Stored {
 
 // stored books the queue's answer for an admitted job. Requires l.mu.
 func (l *lane) stored(now time.Time, job *queue.Job, rc Receipt, p queue.Placed, err error) Receipt {
-	rc.JobID = job.ID // a duplicate carries the stored job's id
+	rc.JobID = job.ID // the queue's name for it; a duplicate's, the stored job's
 	switch {
 	case errors.Is(err, queue.ErrDuplicate):
 		rc.Accepted, rc.Duplicate = true, true
@@ -318,6 +321,16 @@ func (s *Shaper) reject(l *lane, rc Receipt, r Reason, retryAfter time.Duration,
 	l.c.rejected[r]++
 	l.m.Rejected[string(r)].Inc()
 	return rc
+}
+
+// giveID gives job an ID when it has none, unless the lane's queue names
+// the jobs it stores (then the ID comes with the store's answer, l.stored).
+// Requires l.mu.
+func (l *lane) giveID(job *queue.Job, rc *Receipt) {
+	if job.ID == "" && l.q.Finder == nil {
+		job.ID = l.s.newID()
+		rc.JobID = job.ID
+	}
 }
 
 // newJobID returns 128 random bits in hex.

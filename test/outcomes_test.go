@@ -23,6 +23,7 @@ type jobRecord struct {
 	Attempts      int    `json:"attempts"`
 	Error         string `json:"error"`
 	DeadLetterSeq uint64 `json:"dead_letter_seq"`
+	AcceptedAt    string `json:"accepted_at"`
 	EndedAt       string `json:"ended_at"`
 	Result        *struct {
 		StatusCode int               `json:"status_code"`
@@ -347,6 +348,14 @@ downstreams:`, srv.ClientURL()) + outcomesLane("jetstream", "1h", gw.URL)
 	}
 	p.kill(t)
 	p = startShaperd(t, conf)
+	// The new process tells the queued job's state from its queue: the
+	// intake stored the job and no record beside it.
+	if rec, _ := status(t, nc, r.JobID); rec.State != "queued" || rec.AcceptedAt == "" {
+		t.Fatalf("record of the queued job after the restart: %+v", rec)
+	}
+	if n := streamMsgs(t, nc, "OUTCOMES_pay"); n != 0 { // SHAPER_OUTCOMES_pay
+		t.Fatalf("the outcomes stream holds %d records while the one job is queued, want 0", n)
+	}
 	p.post(t, "/v1/downstreams/pay/resume")
 	out, err := sub.NextMsg(20 * time.Second)
 	if err != nil {

@@ -36,6 +36,10 @@ type Change struct {
 	Events bool
 	// ReplyTo, on a final change, is where the outcome is published.
 	ReplyTo string
+	// InQueue: the job's queue tells this state by the job's id
+	// (queue.Finder) until the job changes again, so the record is not
+	// stored; the change is still told (events).
+	InQueue bool
 	// Done (may be nil) is called once the change was stored and told, or
 	// given up at shutdown: a durable job is acknowledged only then, so its
 	// outcome is sent at least once.
@@ -94,7 +98,7 @@ func (b *Book) Note(c Change) {
 		b.mem.putOne(Entry{Record: c.Record, Keep: c.Keep, Max: c.Max})
 		c.stored = true
 	}
-	queue := !local || c.Events || c.Done != nil || (c.ReplyTo != "" && c.Record.State.Final())
+	queue := (!local && !c.InQueue) || c.Events || c.Done != nil || (c.ReplyTo != "" && c.Record.State.Final())
 	b.mu.Lock()
 	if queue {
 		b.pending = append(b.pending, c)

@@ -197,7 +197,7 @@ func entries(batch []Change, hasShared bool) (mem, shared []Entry) {
 		last[job{c.Record.Downstream, c.Record.JobID}] = i
 	}
 	for i, c := range batch {
-		if c.stored || last[job{c.Record.Downstream, c.Record.JobID}] != i {
+		if c.stored || c.InQueue || last[job{c.Record.Downstream, c.Record.JobID}] != i {
 			continue
 		}
 		e := Entry{Record: c.Record, Keep: c.Keep, Max: c.Max}

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
@@ -201,16 +200,15 @@ func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
 // so messages are handled one at a time (the handler does no I/O but the reply).
 func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, rejected *deadletter.Rejected) (*nats.Subscription, error) {
 	in := &intake{
-		limits:   func() intakeLimits { return d.view.Load().limits },
-		known:    d.known,
-		shaper:   sh,
-		jobs:     d.jobs,
-		metrics:  d.metrics,
-		dedupe:   d.dedupe,
-		dead:     rejected,
-		nc:       nc,
-		log:      d.log,
-		newJobID: nuid.Next,
+		limits:  func() intakeLimits { return d.view.Load().limits },
+		known:   d.known,
+		shaper:  sh,
+		jobs:    d.jobs,
+		metrics: d.metrics,
+		dedupe:  d.dedupe,
+		dead:    rejected,
+		nc:      nc,
+		log:     d.log,
 	}
 	subject := cfg.Ingress.SubjectPrefix + ".>"
 	sub, err := nc.QueueSubscribe(subject, cfg.Ingress.QueueGroup, in.handle)

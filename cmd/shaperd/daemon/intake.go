@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
@@ -39,7 +40,6 @@ type intake struct {
 	nc       *nats.Conn
 	log      *slog.Logger
 	lastWarn atomic.Int64 // unix nanoseconds of logCause's last warning
-	newJobID func() string
 }
 
 func (in *intake) handle(msg *nats.Msg) {
@@ -53,8 +53,7 @@ func (in *intake) handle(msg *nats.Msg) {
 	if msgID != "" && !in.claim(now, msg, job, msgID) {
 		return
 	}
-	job.ID = in.newJobID()
-	job.DedupeID = msgID
+	job.DedupeID = msgID // the shaper gives the job its id
 	// A durable lane answers from its store's acknowledgement, on another
 	// goroutine: handle does not wait, so intake never serialises on the
 	// store's round trip.
@@ -179,6 +178,9 @@ func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Re
 	errText := ""
 	if err != nil {
 		errText = err.Error()
+	}
+	if job.ID == "" { // refused before its queue named it: the dead letter still has an id
+		job.ID = nuid.Next()
 	}
 	in.dead.Add(shaper.DeadLetter{Subject: subject, Job: job, Reason: reason, Err: errText})
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nuid"
 
 	"github.com/shaperd/shaper/config"
 	"github.com/shaperd/shaper/queue"
@@ -122,7 +123,7 @@ func (d *Daemon) admissionStep(ctx context.Context, w *wiring) ([]service.Servic
 		return nil, err
 	}
 	w.deps = shaper.Deps{Sinks: sink.For(w.nc), DeadLetter: w.dead, Metrics: d.jobs, Logger: d.log,
-		Queues: w.queues, Admitters: admitters, Rates: rates}
+		Queues: w.queues, Admitters: admitters, Rates: rates, NewJobID: nuid.Next}
 	return []service.Service{&service.Funcs{StopFunc: closeAdmission}}, nil
 }
 
