@@ -26,7 +26,7 @@ func records() []outcome.Record {
 	full := outcome.Record{JobID: "a1", Downstream: "pay", State: outcome.Failed, Attempts: 12,
 		AcceptedAt: t0, NotBefore: t0.Add(time.Second).In(zone), StartedAt: t0.Add(1500 * time.Millisecond).Local(),
 		EndedAt: time.Date(2026, 3, 4, 5, 6, 9, 0, time.FixedZone("y", 14*3600)),
-		Error: "boom", DeadLetterSeq: 1 << 60,
+		Error:   "boom", DeadLetterSeq: 1 << 60,
 		Result: &outcome.Result{StatusCode: 503, Headers: map[string]string{"Content-Type": "text/plain", "ETag": `"x"`, "Location": "/a?b=1&c=<2>"},
 			Body: []byte("over\x00\xff"), Bytes: 1 << 40, Truncated: true}}
 	recs := []outcome.Record{
