@@ -108,3 +108,73 @@ func TestLatestKeepsTheLastFinishedNewestFirst(t *testing.T) {
 		t.Fatalf("latest: %d records, first %s, last %s", len(got), got[0].JobID, got[len(got)-1].JobID)
 	}
 }
+
+// tellerLog is a Teller that writes down what it was told, in order.
+type tellerLog struct {
+	mu   sync.Mutex
+	told []string
+}
+
+func (l *tellerLog) Event(rec *Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.told = append(l.told, "event "+rec.JobID+" "+string(rec.State))
+	return nil
+}
+
+func (l *tellerLog) Outcome(subject string, rec *Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.told = append(l.told, "outcome "+rec.JobID+" "+string(rec.State)+" on "+subject)
+	return nil
+}
+
+func (l *tellerLog) list() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return fmt.Sprint(l.told)
+}
+
+// A change kept in memory is told by Note, at once and in order, without
+// the book's goroutine; its outcome and Done still wait for a round, after
+// its event. A shared change is told once a round stored it.
+func TestBookTellsMemoryEventsAtNote(t *testing.T) {
+	shared := &flakyStore{down: true, Memory: NewMemory(nil)}
+	tell := &tellerLog{}
+	var events []string
+	obs := Observer{Told: func(ds string, st State) { events = append(events, ds+" "+string(st)) }}
+	b := NewBook(NewMemory(nil), shared, tell, obs, nil, nil)
+	ev := func(ds, id string, st State, shared bool, done func()) Change {
+		c := change(ds, id, st, shared, done)
+		c.Events = true
+		return c
+	}
+	ran := 0
+	b.Note(ev("pay", "m1", Queued, false, nil))
+	b.Note(ev("pay", "m1", Started, false, nil))
+	b.Note(ev("erp", "d1", Queued, true, nil))
+	final := ev("pay", "m1", Succeeded, false, func() { ran++ })
+	final.ReplyTo = "reply.m1"
+	b.Note(final)
+	if got, want := tell.list(), "[event m1 queued event m1 started event m1 succeeded]"; got != want || ran != 0 {
+		t.Fatalf("told at Note %s, want %s; Done ran %d times", got, want, ran)
+	}
+	if b.Waiting() != 2 { // the memory job's outcome and Done, the shared change
+		t.Fatalf("%d changes waiting, want 2", b.Waiting())
+	}
+	_ = b.round(context.Background()) // the shared store is down
+	want := "[event m1 queued event m1 started event m1 succeeded outcome m1 succeeded on reply.m1]"
+	if got := tell.list(); got != want || ran != 1 || b.Waiting() != 1 {
+		t.Fatalf("told %s, want %s; Done ran %d times, %d waiting", got, want, ran, b.Waiting())
+	}
+	shared.setDown(false)
+	if err := b.round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := tell.list(); got != want[:len(want)-1]+" event d1 queued]" {
+		t.Fatalf("told %s once the shared store is up", got)
+	}
+	if fmt.Sprint(events) != "[pay queued pay started pay succeeded erp queued]" {
+		t.Fatalf("observer told of %v", events)
+	}
+}

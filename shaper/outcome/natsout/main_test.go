@@ -15,7 +15,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // runNATS starts a NATS server with JetStream in t's temp dir and
 // connects to it.
-func runNATS(t *testing.T) (*nats.Conn, natsjs.JetStream) {
+func runNATS(t testing.TB) (*nats.Conn, natsjs.JetStream) {
 	t.Helper()
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1

@@ -171,7 +171,7 @@ func (s *Store) message(e outcome.Entry) (message, error) {
 	if err := token("job id", rec.JobID); err != nil {
 		return message{}, err
 	}
-	data, err := json.Marshal(rec)
+	data, err := appendRecord(make([]byte, 0, 512), rec) // json.Marshal's bytes, cheaper
 	if err != nil {
 		return message{}, err
 	}

@@ -1,10 +1,10 @@
 package natsout
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -34,6 +34,13 @@ const MaxReplyTo = 256
 type Teller struct {
 	nc     *nats.Conn
 	prefix string
+
+	// An event's payload buffer and headers are reused from one event to
+	// the next (the connection copies them): publishing one allocates
+	// little more than its subject.
+	mu  sync.Mutex
+	buf []byte
+	hdr nats.Header
 }
 
 // DefaultEventsPrefix is the events prefix of a Teller given none.
@@ -45,22 +52,35 @@ func NewTeller(nc *nats.Conn, eventsPrefix string) *Teller {
 	if eventsPrefix == "" {
 		eventsPrefix = DefaultEventsPrefix
 	}
-	return &Teller{nc: nc, prefix: eventsPrefix}
+	return &Teller{nc: nc, prefix: eventsPrefix, hdr: nats.Header{
+		HeaderJobID: make([]string, 1), HeaderState: make([]string, 1), HeaderAttempt: make([]string, 1)}}
 }
 
 // Event publishes rec as JSON on <eventsPrefix>.<downstream>.<state>,
 // with headers Shaper-Job-Id, Shaper-State and Shaper-Attempt.
 func (t *Teller) Event(rec *outcome.Record) error {
-	data, err := json.Marshal(rec)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	data, err := appendRecord(t.buf[:0], rec)
 	if err != nil {
 		return fmt.Errorf("event of job %s of %s: %w", rec.JobID, rec.Downstream, err)
 	}
-	m := &nats.Msg{Subject: t.prefix + "." + rec.Downstream + "." + string(rec.State), Data: data, Header: headers(rec)}
-	if err := t.nc.PublishMsg(m); err != nil {
+	if cap(data) <= maxKeptBuf {
+		t.buf = data
+	}
+	t.hdr[HeaderJobID][0] = rec.JobID
+	t.hdr[HeaderState][0] = string(rec.State)
+	t.hdr[HeaderAttempt][0] = strconv.Itoa(rec.Attempts)
+	m := nats.Msg{Subject: t.prefix + "." + rec.Downstream + "." + string(rec.State), Data: data, Header: t.hdr}
+	if err := t.nc.PublishMsg(&m); err != nil {
 		return fmt.Errorf("publish event %s of job %s on %s: %w", rec.State, rec.JobID, m.Subject, err)
 	}
 	return nil
 }
+
+// maxKeptBuf bounds the payload buffer a Teller keeps for the next
+// event: a record with a large result is encoded in a buffer of its own.
+const maxKeptBuf = 64 << 10
 
 // Outcome publishes rec's outcome on subject: the payload is the
 // downstream's answer body as kept (empty without one); headers
