@@ -51,7 +51,7 @@ type Queue struct {
 	wake   chan struct{} // cap 1: room in the window, or ensured
 	order  order         // stores in the order of Offer
 
-	levelsNow atomic.Int32           // levels, read by the intake's subject choice without mu
+	levelsNow atomic.Int32 // levels, read by the intake's subject choice without mu
 
 	mu       sync.Mutex
 	keyConc  bool

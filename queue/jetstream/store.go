@@ -2,6 +2,7 @@ package jetstream
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nuid"
 
 	"github.com/shaperd/shaper/queue"
 )
@@ -208,7 +208,7 @@ func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
 	epoch := ""
 	if job.ID == "" {
 		if epoch = q.epochNow(); epoch == "" {
-			job.ID = nuid.Next()
+			job.ID = rand.Text() // unique, as a name would be
 		}
 	}
 	m := encode(q.subjectFor(job, time.Now()), job)
