@@ -58,14 +58,12 @@ type Observer struct {
 	Failed func(n int)
 }
 
-// Book books the changes of jobs' states: it stores each record (Memory,
-// or the shared store), then tells it (events, and a final outcome on the
-// producer's reply subject), in the order the changes were noted, and
-// runs each change's Done. A change kept in Memory is stored and its
-// event published by Note itself; the rest is done by the book's
-// goroutine. Note never waits for a store or a listener. The book is a
-// service (package service): Stop books what is noted within the grace,
-// then gives up the rest (their Done still runs).
+// Book books the changes of jobs' states from one goroutine: it stores
+// each record (Memory, or the shared store), then tells it (events, and a
+// final outcome on the producer's reply subject), in the order the
+// changes were noted, and runs each change's Done. Note never blocks. It
+// is a service (package service): Stop books what is noted within the
+// grace, then gives up the rest (their Done still runs).
 type Book struct {
 	mem    *Memory
 	shared Store // nil: a Shared change is kept in mem
@@ -92,22 +90,15 @@ func NewBook(mem *Memory, shared Store, teller Teller, obs Observer, log *slog.L
 		latest: map[string]*latest{}, wake: make(chan struct{}, 1)}
 }
 
-// Note books c; it never waits for a store or a listener. A change kept
-// in the memory store is stored at once, on the caller's goroutine (a map
-// write: cheaper than handing it over), and its event published there too
-// (handed to the connection, as the book's goroutine would, without
-// waking it for every change): the events of a job are told in the order
-// its changes are noted. Such a change is handed to the book's goroutine
-// only for an outcome to publish or a Done to run.
+// Note books c; it never blocks. A change kept in the memory store is
+// stored at once, on the caller's goroutine (a map write: cheaper than
+// handing it over), and handed to the book's goroutine only when there is
+// something to tell or a Done to run.
 func (b *Book) Note(c Change) {
 	local := !c.Shared || b.shared == nil
 	if local {
 		b.mem.putOne(Entry{Record: c.Record, Keep: c.Keep, Max: c.Max})
 		c.stored = true
-		if c.Events {
-			b.event(&c.Record)
-			c.Events = false
-		}
 	}
 	queue := (!local && !c.InQueue) || c.Events || c.Done != nil || (c.ReplyTo != "" && c.Record.State.Final())
 	b.mu.Lock()

@@ -192,18 +192,9 @@ func (b *Book) split(batch []Change) (mem, shared []Change) {
 // the book was behind costs one write.
 func entries(batch []Change, hasShared bool) (mem, shared []Entry) {
 	type job struct{ downstream, id string }
-	var last map[job]int
+	last := make(map[job]int, len(batch))
 	for i, c := range batch {
-		if c.stored {
-			continue
-		}
-		if last == nil {
-			last = make(map[job]int, len(batch)-i)
-		}
 		last[job{c.Record.Downstream, c.Record.JobID}] = i
-	}
-	if last == nil { // all kept in memory by Note already
-		return nil, nil
 	}
 	for i, c := range batch {
 		if c.stored || c.InQueue || last[job{c.Record.Downstream, c.Record.JobID}] != i {
@@ -228,23 +219,15 @@ func (b *Book) tell(c *Change) {
 	}
 	rec := &c.Record
 	if c.Events {
-		b.event(rec)
+		if err := b.teller.Event(rec); err != nil {
+			b.log.Warn("job event not published", "downstream", rec.Downstream, "job_id", rec.JobID, "state", string(rec.State), "error", err.Error())
+		} else if b.obs.Told != nil {
+			b.obs.Told(rec.Downstream, rec.State)
+		}
 	}
 	if c.ReplyTo != "" && rec.State.Final() {
 		if err := b.teller.Outcome(c.ReplyTo, rec); err != nil {
 			b.log.Warn("job outcome not published", "downstream", rec.Downstream, "job_id", rec.JobID, "state", string(rec.State), "error", err.Error())
 		}
-	}
-}
-
-// event publishes rec's event. A failed publish is logged.
-func (b *Book) event(rec *Record) {
-	if b.teller == nil {
-		return
-	}
-	if err := b.teller.Event(rec); err != nil {
-		b.log.Warn("job event not published", "downstream", rec.Downstream, "job_id", rec.JobID, "state", string(rec.State), "error", err.Error())
-	} else if b.obs.Told != nil {
-		b.obs.Told(rec.Downstream, rec.State)
 	}
 }
