@@ -48,9 +48,8 @@ type Change struct {
 	stored bool // kept in the memory store by Note already
 }
 
-// Observer is told what the book did, for metrics, from any goroutine
-// (Told from Note's caller for a change kept in memory). Any field may be
-// nil.
+// Observer is told what the book did, for metrics, from the book's
+// goroutine. Any field may be nil.
 type Observer struct {
 	// Told: an event of state was published for downstream.
 	Told func(downstream string, state State)
