@@ -80,13 +80,10 @@ func (w *dlWorker) Handle(ctx context.Context, it dlItem) bool {
 	w.log(it).Log(ctx, level, "job dropped", "dead_lettered", sent)
 	it.l.mu.Lock()
 	defer it.l.mu.Unlock()
-	var giveUp func()
 	if st := it.l.q.Settler; st != nil {
-		// After the dead letter, and the record once booked: a durable job
-		// is deleted only now.
-		giveUp = func() { st.GiveUp(it.dl.Job) }
+		st.GiveUp(it.dl.Job) // after the dead letter: a durable job is deleted only now
 	}
-	it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err, result: it.result, seq: seq}, giveUp)
+	it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err, result: it.result, seq: seq})
 	if it.failed {
 		o := OutcomeFailed
 		if sent {
@@ -122,7 +119,7 @@ func (w *dlWorker) Abandon(it dlItem) {
 	it.l.mu.Lock()
 	kept := it.l.q.Settler != nil && it.l.q.Settler.Keep(it.dl.Job)
 	if !kept {
-		it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err + " (and its dead letter was lost at shutdown)", result: it.result}, nil)
+		it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err + " (and its dead letter was lost at shutdown)", result: it.result})
 		it.l.m.DLLost.Inc()
 		if it.failed {
 			it.l.countOutcome(OutcomeFailed)

@@ -39,7 +39,6 @@ type lane struct {
 	limit    int              // tries allowed in flight at the last gate
 	removed  bool             // dropped from the config: no intake, drains, then goes
 	noSpace  bool             // the queue's store was out of space at the last store (storefull.go)
-	booking  int              // changes whose booking the lane waits for (outcomes.go)
 	shown    shown
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
@@ -214,7 +213,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	job.Attempt++
 	job.Slot, job.Dispatched = slot, now
 	l.policies.Started(now, policy.Try{Job: job})
-	l.note(job, outcome.Started, now, told{}, nil)
+	l.note(job, outcome.Started, now, told{})
 	l.c.started++ // the started, in-flight and depth series read the lane when scraped
 	if job.Attempt == 1 {
 		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
@@ -278,5 +277,5 @@ func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 // this process holds (a memory queue's; a durable queue's stay stored) and
 // none in flight. Requires l.mu.
 func (l *lane) idle() bool {
-	return l.removed && (l.q.Memory == nil || l.q.Len() == 0) && l.inflight == 0 && l.booking == 0
+	return l.removed && (l.q.Memory == nil || l.q.Len() == 0) && l.inflight == 0
 }

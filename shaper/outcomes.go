@@ -21,14 +21,10 @@ type told struct {
 // keeps reports whether the lane books its jobs' changes. Requires l.mu.
 func (l *lane) keeps() bool { return l.s.book != nil && l.cfg.Outcomes.On() }
 
-// note books job's change to st at now when the lane keeps records;
-// done, when not nil, runs once the change is booked (and runs at once
-// when the lane keeps none). Requires l.mu.
-func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, done func()) {
+// note books job's change to st at now when the lane keeps records. The
+// job's settling with its queue never waits for the booking. Requires l.mu.
+func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told) {
 	if !l.keeps() {
-		if done != nil {
-			done()
-		}
 		return
 	}
 	rec := outcome.Record{JobID: job.ID, Downstream: l.name, State: st, Attempts: job.Attempt,
@@ -45,19 +41,6 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, don
 			l.m.Ended(string(st), now.Sub(job.Enqueued))
 		}
 	}
-	if done != nil {
-		l.booking++
-		c.Done = func() {
-			l.mu.Lock()
-			l.booking--
-			done()
-			gone := l.idle()
-			l.mu.Unlock()
-			if gone {
-				l.s.forget(l)
-			}
-		}
-	}
 	l.s.book.Note(c)
 }
 
@@ -66,7 +49,7 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told, don
 // starts (queue.Finder): its record is stored from then on, and intake
 // stores nothing but the job. Requires l.mu.
 func (l *lane) noteAccepted(job *queue.Job, now time.Time) {
-	l.note(job, waitingState(job, now), now, told{inQueue: job.Named}, nil)
+	l.note(job, waitingState(job, now), now, told{inQueue: job.Named})
 }
 
 // waitingState is the state of a job that waits in its queue at now:
