@@ -20,6 +20,7 @@
 //	drain      Drain        Settler (Ack, Keep, GiveUp): durable
 //	                        Picker (NextReadyIf, TakeIf): every kind here
 //	lifecycle  Lifecycle    Service (Start, Close): durable
+//	look-up    -            Finder (Find): durable (a job named by its place)
 //
 // A kind hands its lane a Roles value (its Roles method): the Queue, and
 // each optional role it plays, nil where it plays none. The lane asks
@@ -30,7 +31,8 @@
 // store bounds and keeps the jobs (the intake does not check the bound,
 // and a removed lane need not wait for them); no Settler means a taken job
 // is forgotten, so a job cancelled at shutdown cannot be kept; no Service
-// means nothing to start or close.
+// means nothing to start or close; no Finder means the lane names jobs, and
+// a waiting job's state is known from its record only.
 //
 // Roles is a struct of interfaces rather than one interface per
 // combination of roles, because the combinations multiply (a fair durable
