@@ -41,8 +41,8 @@ type Change struct {
 	// stored; the change is still told (events).
 	InQueue bool
 	// Done (may be nil) is called once the change was stored and told, or
-	// given up at shutdown: a durable job is acknowledged only then, so its
-	// outcome is sent at least once.
+	// given up at shutdown. The shaper's lanes pass none (a durable job's
+	// ack does not wait for its record); it says when a change is booked.
 	Done func()
 
 	stored bool // kept in the memory store by Note already
