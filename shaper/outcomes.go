@@ -73,9 +73,12 @@ func droppedState(r Reason) outcome.State {
 }
 
 // Job returns job id's record of downstream: from the shared store when
-// the downstream's queue is durable, else from this process's; a job its
-// queue named and that has not started has none, and its queue tells its
-// state (queued or delayed) by its id (queue.Finder). ok is
+// the downstream's queue is durable, else from this process's. A job its
+// queue named has no stored record while it waits, nor in the first
+// moments of a try (outcome.Book holds a start back), and its queue tells
+// its state (queued or delayed) by its id (queue.Finder); one found in
+// neither is looked for once more after relookAfter, as a job leaves its
+// queue just before its final record is stored. ok is
 // false for an id with no record; shared says where it was looked up. A
 // downstream that is not configured is ErrUnknownDownstream, one that
 // keeps no records ErrNoRecords (both wrapped).
@@ -95,16 +98,42 @@ func (s *Shaper) Job(ctx context.Context, downstream, id string) (rec outcome.Re
 	if id == "" { // no job has this id: nothing to read
 		return outcome.Record{}, false, shared, nil
 	}
-	rec, ok, err = s.book.Get(ctx, downstream, id, shared)
+	for try := 0; ; try++ {
+		rec, ok, err = s.lookUp(ctx, downstream, id, shared, finder)
+		if ok || err != nil || finder == nil || try == 1 {
+			return rec, ok, shared, err
+		}
+		// A job leaves its queue when it ends, and its record is
+		// stored just after: look again once that is past.
+		t := time.NewTimer(relookAfter)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return outcome.Record{}, false, shared, nil
+		}
+	}
+}
+
+// relookAfter is how long a look-up that found a job of a durable queue
+// neither stored nor queued waits before it looks once more: the time
+// between a job's leaving its queue and its final record's being stored,
+// with room.
+const relookAfter = 250 * time.Millisecond
+
+// lookUp is one look-up of Job: the book (what is noted and not yet
+// stored, and the store), then the job's queue (finder, may be nil).
+func (s *Shaper) lookUp(ctx context.Context, downstream, id string, shared bool, finder queue.Finder) (outcome.Record, bool, error) {
+	rec, ok, err := s.book.Get(ctx, downstream, id, shared)
 	if ok || err != nil || finder == nil {
-		return rec, ok, shared, err
+		return rec, ok, err
 	}
 	job, ok, err := finder.Find(ctx, id) // named by its queue, not started yet
 	if !ok || err != nil {
-		return outcome.Record{}, false, shared, err
+		return outcome.Record{}, false, err
 	}
 	return outcome.Record{JobID: id, Downstream: downstream, State: waitingState(job, time.Now()),
-		AcceptedAt: job.Enqueued, NotBefore: job.NotBefore}, true, shared, nil
+		AcceptedAt: job.Enqueued, NotBefore: job.NotBefore}, true, nil
 }
 
 // LatestJobs returns the last jobs of downstream this process saw end,

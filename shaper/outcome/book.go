@@ -20,6 +20,10 @@ const (
 	// keeps.
 	latestKept = 20
 	logEvery   = 10 * time.Second
+	// startHold is how long the record of a started job of the shared
+	// store is held back: a try that ends within it has its final record
+	// stored only, one write instead of two.
+	startHold = 250 * time.Millisecond
 )
 
 // Change is one change of a job's state, to book.
@@ -73,7 +77,9 @@ type Book struct {
 
 	mu      sync.Mutex
 	pending []Change
-	latest  map[string]*latest // the last finished records by downstream
+	held    map[jobKey]heldStart // started records held back (startHold)
+	order   []heldAt             // held starts, oldest first; stale ones stay until due
+	latest  map[string]*latest   // the last finished records by downstream
 	wake    chan struct{}
 
 	run *bookLife // set by Start
@@ -86,21 +92,57 @@ func NewBook(mem *Memory, shared Store, teller Teller, obs Observer, log *slog.L
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Book{mem: mem, shared: shared, teller: teller, obs: obs, log: log, grace: grace,
-		latest: map[string]*latest{}, wake: make(chan struct{}, 1)}
+		held: map[jobKey]heldStart{}, latest: map[string]*latest{}, wake: make(chan struct{}, 1)}
 }
+
+// jobKey names a job of a downstream.
+type jobKey struct{ downstream, id string }
+
+// heldStart is a started change held back: stored when due, unless a
+// later change of its job came first.
+type heldStart struct {
+	c   Change
+	due time.Time
+}
+
+// heldAt is a held start in the book's order of them.
+type heldAt struct {
+	k   jobKey
+	due time.Time
+}
+
 
 // Note books c; it never blocks. A change kept in the memory store is
 // stored at once, on the caller's goroutine (a map write: cheaper than
 // handing it over), and handed to the book's goroutine only when there is
 // something to tell or a Done to run.
+//
+// A job's start kept in the shared store is held back startHold (its
+// event, if any, is told at once): a try that ends within it replaces the
+// start's record before it was written, and the job costs one write. A
+// job whose start is held is still found by Get on this instance;
+// another instance finds it in its queue (queue.Finder) meanwhile.
 func (b *Book) Note(c Change) {
 	local := !c.Shared || b.shared == nil
 	if local {
 		b.mem.putOne(Entry{Record: c.Record, Keep: c.Keep, Max: c.Max})
 		c.stored = true
 	}
-	queue := (!local && !c.InQueue) || c.Events || c.Done != nil || (c.ReplyTo != "" && c.Record.State.Final())
+	hold := !local && !c.InQueue && c.Record.State == Started && c.Done == nil
+	k := jobKey{c.Record.Downstream, c.Record.JobID}
 	b.mu.Lock()
+	if !local && len(b.held) > 0 {
+		delete(b.held, k) // this change replaces the held start
+	}
+	if hold {
+		due := time.Now().Add(startHold)
+		h := c
+		h.Events = false // told now, below
+		b.held[k] = heldStart{c: h, due: due}
+		b.order = append(b.order, heldAt{k: k, due: due})
+		c.InQueue = true // not stored, unless it is due
+	}
+	queue := (!local && !c.InQueue) || c.Events || c.Done != nil || (c.ReplyTo != "" && c.Record.State.Final())
 	if queue {
 		b.pending = append(b.pending, c)
 	}
@@ -113,7 +155,7 @@ func (b *Book) Note(c Change) {
 		r.add(c.Record)
 	}
 	b.mu.Unlock()
-	if !queue {
+	if !queue && !hold {
 		return
 	}
 	select {
@@ -121,6 +163,31 @@ func (b *Book) Note(c Change) {
 	default:
 	}
 }
+
+// release moves the held starts due at now to the pending changes, to be
+// stored, and returns when the next one is due (zero: none held).
+func (b *Book) release(now time.Time) (next time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	i := 0
+	for ; i < len(b.order); i++ {
+		o := b.order[i]
+		if o.due.After(now) {
+			next = o.due
+			break
+		}
+		if h, ok := b.held[o.k]; ok && h.due.Equal(o.due) {
+			delete(b.held, o.k)
+			b.pending = append(b.pending, h.c)
+		}
+	}
+	b.order = b.order[i:]
+	if len(b.order) == 0 {
+		b.order = nil // let the backing array go
+	}
+	return next
+}
+
 
 // Latest returns downstream's last finished records booked by this
 // process, newest first.
@@ -163,6 +230,10 @@ func (b *Book) Get(ctx context.Context, downstream, id string, shared bool) (Rec
 			b.mu.Unlock()
 			return rec, true, nil
 		}
+	}
+	if h, ok := b.held[jobKey{downstream, id}]; ok {
+		b.mu.Unlock()
+		return h.c.Record, true, nil
 	}
 	b.mu.Unlock()
 	if shared && b.shared != nil {

@@ -60,27 +60,32 @@ func (b *Book) loop(ctx context.Context, r *bookLife) {
 	defer r.cancel()
 	wait := time.Duration(0)
 	var lastLog time.Time
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
 	for {
+		next := b.release(time.Now())
+		var due <-chan time.Time
+		wake := b.wake
+		switch {
+		case wait > 0: // after a refused round: only the retry wakes it
+			t.Reset(wait)
+			due, wake = t.C, nil
+		case !next.IsZero(): // a held start is due
+			t.Reset(time.Until(next))
+			due = t.C
+		}
 		stopping := false
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-r.stop:
-				stopping = true
-			}
-			t.Stop()
-		} else {
-			select {
-			case <-b.wake:
-			case <-r.stop:
-				stopping = true
-			}
+		select {
+		case <-due:
+		case <-wake:
+		case <-r.stop:
+			stopping = true
 		}
 		if stopping {
 			b.flush(ctx)
 			return
 		}
+		b.release(time.Now())
 		for {
 			err := b.round(ctx)
 			if err == nil {
@@ -101,7 +106,8 @@ func (b *Book) loop(ctx context.Context, r *bookLife) {
 }
 
 // flush books rounds until none is left or ctx ends, then gives up what
-// is left.
+// is left. The starts still held are not stored: their jobs did not end,
+// and stay queued (queue.Finder tells them).
 func (b *Book) flush(ctx context.Context) {
 	for b.Waiting() > 0 && ctx.Err() == nil {
 		if err := b.round(ctx); err != nil && ctx.Err() == nil {
