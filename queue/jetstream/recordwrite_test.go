@@ -196,3 +196,33 @@ func TestUnrecordedJobsHoldPrefetch(t *testing.T) {
 		t.Fatal("the third job was not fetched within 10 s of the record being written")
 	}
 }
+
+// A job another instance delivered and deleted first is gone: deleting it
+// again is not a failure, or its writer would retry it forever and hold
+// its place among the leaving jobs. The server answers such a delete
+// "no message found" (10057), or "sequence not found" (10043).
+func TestDeletingADeletedJobIsGone(t *testing.T) {
+	_, js := runStore(t)
+	ctx := context.Background()
+	s, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "GONE", Subjects: []string{"gone.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := js.Publish(ctx, "gone.job", []byte("job")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DeleteMsg(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 9} { // deleted, never stored
+		err := s.DeleteMsg(ctx, seq)
+		if err == nil || !gone(err) {
+			t.Errorf("deleting message %d again: %v; want an error gone() knows", seq, err)
+		}
+	}
+	if err := s.DeleteMsg(ctx, 2); err != nil || gone(nil) {
+		t.Fatalf("deleting a stored message: %v", err)
+	}
+}

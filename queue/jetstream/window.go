@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,12 +186,36 @@ func (j *jobMsg) Data() []byte         { return j.job.Data }
 // seq is the job's sequence in its stream.
 func (j *jobMsg) seq() uint64 { return j.job.Sequence }
 
-// errCodeNoMessage is the API's answer for a message that is not in the
-// stream.
-const errCodeNoMessage = 10037
+// The API's answers for a message that is not in the stream: a get's,
+// and a delete's. A delete of a message deleted already fails with the
+// store's reason as its description (goneReasons).
+const (
+	errCodeNoMessage  = 10037 // no message found
+	errCodeNoSequence = 10043 // sequence not found
+)
 
-// gone reports whether err says the message is not in the stream.
+// goneReasons are the store's reasons of a failed delete that say the
+// message is not there: deleted already (by another instance, or by an
+// earlier try whose answer was lost), or past the stream's last.
+var goneReasons = []string{"no message found", "deleted message", "stream store EOF"}
+
+// gone reports whether err says the message is not in the stream. A
+// failed delete's API error comes as text only (ErrMsgDeleteUnsuccessful
+// with the error's words), so its reason is read from there.
 func gone(err error) bool {
+	if errors.Is(err, natsjs.ErrMsgNotFound) {
+		return true
+	}
 	var apiErr *natsjs.APIError
-	return errors.Is(err, natsjs.ErrMsgNotFound) || (errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeNoMessage)
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == errCodeNoMessage || apiErr.ErrorCode == errCodeNoSequence
+	}
+	if !errors.Is(err, natsjs.ErrMsgDeleteUnsuccessful) {
+		return false
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "err_code="+strconv.Itoa(errCodeNoSequence)+" ") {
+		return true
+	}
+	return slices.ContainsFunc(goneReasons, func(r string) bool { return strings.HasSuffix(msg, "description="+r) })
 }
