@@ -80,10 +80,13 @@ func (w *dlWorker) Handle(ctx context.Context, it dlItem) bool {
 	w.log(it).Log(ctx, level, "job dropped", "dead_lettered", sent)
 	it.l.mu.Lock()
 	defer it.l.mu.Unlock()
+	var giveUp func()
 	if st := it.l.q.Settler; st != nil {
-		st.GiveUp(it.dl.Job) // after the dead letter: a durable job is deleted only now
+		// After the dead letter and the record: a durable job is deleted
+		// only now.
+		giveUp = func() { st.GiveUp(it.dl.Job) }
 	}
-	it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err, result: it.result, seq: seq})
+	it.l.note(it.dl.Job, droppedState(it.dl.Reason), time.Now(), told{err: it.dl.Err, result: it.result, seq: seq, settle: giveUp})
 	if it.failed {
 		o := OutcomeFailed
 		if sent {

@@ -47,13 +47,14 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	switch {
 	case err == nil:
 		// A durable queue holds the store's slot to the end of the job's
-		// interval, as level() does for the memory queue. The ack does not
-		// wait for the record: an ack held while a record store was down
-		// (a NATS fault) stalled the drain in the chaos test.
-		if l.q.Settler != nil {
-			l.q.Settler.Ack(job, job.Slot.Add(l.sched.DrainOf(queue.JobCost(job))))
+		// interval, as level() does for the memory queue. The ack waits
+		// for the record, within settleWithin.
+		var ack func()
+		if st := l.q.Settler; st != nil {
+			at := job.Slot.Add(l.sched.DrainOf(queue.JobCost(job)))
+			ack = func() { st.Ack(job, at) }
 		}
-		l.note(job, outcome.Succeeded, now, told{result: res})
+		l.note(job, outcome.Succeeded, now, told{result: res, settle: ack})
 		l.countOutcome(OutcomeSuccess)
 	case a.Cancelled && l.q.Settler != nil && l.q.Settler.Keep(job):
 		// cancelled at shutdown: stays stored, redelivered after a restart

@@ -35,6 +35,7 @@ type lane struct {
 	adm      admission.Admitter // nil = no admission control
 	sink     Sink
 	inflight int
+	settling int              // durable jobs whose settling waits for their record (outcomes.go)
 	perKey   policy.KeyFlight // tries in flight per key, under KeyConcurrency (keyconc.go)
 	limit    int              // tries allowed in flight at the last gate
 	removed  bool             // dropped from the config: no intake, drains, then goes
@@ -277,5 +278,5 @@ func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 // this process holds (a memory queue's; a durable queue's stay stored) and
 // none in flight. Requires l.mu.
 func (l *lane) idle() bool {
-	return l.removed && (l.q.Memory == nil || l.q.Len() == 0) && l.inflight == 0
+	return l.removed && (l.q.Memory == nil || l.q.Len() == 0) && l.inflight == 0 && l.settling == 0
 }

@@ -3,6 +3,8 @@ package shaper
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/shaperd/shaper/queue"
@@ -16,15 +18,29 @@ type told struct {
 	result  *outcome.Result
 	seq     uint64
 	inQueue bool // the queue tells the state by the job's id (outcome.Change.InQueue)
+	// settle, when not nil, settles the job with its durable queue (its
+	// ack, or giving it up). It runs once the change is booked, so that
+	// an instance that crashes first leaves the job queued and its
+	// outcome is sent by the next: at least once. It runs at once when
+	// the lane keeps no records or the store is failing, and at the
+	// latest after settleWithin, so that an outage of the record store
+	// does not hold the drain.
+	settle func()
 }
+
+// settleWithin bounds how long a job's settling waits for its record.
+const settleWithin = time.Second
 
 // keeps reports whether the lane books its jobs' changes. Requires l.mu.
 func (l *lane) keeps() bool { return l.s.book != nil && l.cfg.Outcomes.On() }
 
-// note books job's change to st at now when the lane keeps records. The
-// job's settling with its queue never waits for the booking. Requires l.mu.
+// note books job's change to st at now when the lane keeps records, and
+// settles the job (t.settle). Requires l.mu.
 func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told) {
 	if !l.keeps() {
+		if t.settle != nil {
+			t.settle()
+		}
 		return
 	}
 	rec := outcome.Record{JobID: job.ID, Downstream: l.name, State: st, Attempts: job.Attempt,
@@ -41,7 +57,42 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told) {
 			l.m.Ended(string(st), now.Sub(job.Enqueued))
 		}
 	}
+	if t.settle != nil {
+		if l.s.book.Failing() {
+			t.settle()
+		} else {
+			c.Done = l.settleOnce(t.settle)
+		}
+	}
 	l.s.book.Note(c)
+}
+
+// settleOnce returns a func that runs settle under l.mu once, whichever
+// calls it first: the book once the change is booked, or a timer after
+// settleWithin. A removed lane is not finished while a settling waits.
+// Requires l.mu.
+func (l *lane) settleOnce(settle func()) func() {
+	l.settling++
+	var once sync.Once
+	var timer atomic.Pointer[time.Timer]
+	run := func() {
+		once.Do(func() {
+			if t := timer.Load(); t != nil {
+				t.Stop()
+			}
+			l.mu.Lock()
+			l.settling--
+			settle()
+			l.reschedule(time.Now()) // a settled job may let the queue give the next
+			gone := l.idle()
+			l.mu.Unlock()
+			if gone {
+				l.s.forget(l)
+			}
+		})
+	}
+	timer.Store(time.AfterFunc(settleWithin, run))
+	return run
 }
 
 // noteAccepted books an accepted job: queued, or delayed when it waits

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -45,8 +46,8 @@ type Change struct {
 	// stored; the change is still told (events).
 	InQueue bool
 	// Done (may be nil) is called once the change was stored and told, or
-	// given up at shutdown. The shaper's lanes pass none (a durable job's
-	// ack does not wait for its record); it says when a change is booked.
+	// given up at shutdown: the shaper's lanes settle a durable job then
+	// (or after a bound), so that its outcome is sent at least once.
 	Done func()
 
 	stored bool // kept in the memory store by Note already
@@ -83,7 +84,14 @@ type Book struct {
 	wake    chan struct{}
 
 	run *bookLife // set by Start
+
+	failing atomic.Bool // the last round of the shared store's changes failed
 }
+
+// Failing reports whether the shared store refused the last round that
+// had changes of it: changes are kept, and Done runs once they are
+// stored.
+func (b *Book) Failing() bool { return b.failing.Load() }
 
 // NewBook returns a book over mem (required), shared (nil: none) and
 // teller (nil: nothing is told). grace is the shutdown grace.
@@ -110,7 +118,6 @@ type heldAt struct {
 	k   jobKey
 	due time.Time
 }
-
 
 // Note books c; it never blocks. A change kept in the memory store is
 // stored at once, on the caller's goroutine (a map write: cheaper than
@@ -187,7 +194,6 @@ func (b *Book) release(now time.Time) (next time.Time) {
 	}
 	return next
 }
-
 
 // Latest returns downstream's last finished records booked by this
 // process, newest first.

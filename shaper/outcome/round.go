@@ -149,6 +149,7 @@ func (b *Book) round(ctx context.Context) error {
 		pctx, cancel := context.WithTimeout(ctx, putTimeout)
 		err = b.shared.Put(pctx, shared)
 		cancel()
+		b.failing.Store(err != nil)
 	}
 	if len(mem) > 0 {
 		_ = b.mem.Put(ctx, mem) // never fails

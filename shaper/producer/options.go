@@ -90,8 +90,10 @@ func NotBefore(t time.Time) Option {
 // reply still comes first, on the request's own reply subject. subject
 // is a publish subject (no wildcards, no spaces or empty tokens, at most
 // 256 bytes); shaperd refuses another as bad_request. On a jetstream
-// queue the outcome is sent by whichever instance ends the job, again for
-// a job delivered again after a crash: the job id tells repeats apart.
+// queue the outcome is sent at least once, by whichever instance ends the
+// job (again for a job delivered again after a crash), except by an
+// instance that crashes while the record store is down: the job id tells
+// repeats apart.
 // SubmitAndWait sets it itself, to its own inbox.
 func ReplyTo(subject string) Option { return setHeader(HeaderReplyTo, subject) }
 
