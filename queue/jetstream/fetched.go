@@ -65,9 +65,15 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 	if pin := t.Headers().Get(pinHeader); pin != "" {
 		q.pro.pinSeen = pin
 	}
+	// A job promoted here keeps its place in the window (q.pro.promoted)
+	// until it is held in the index or its token is dropped: forgotten
+	// sooner, the promoter would see room while the job is read, and
+	// promote one more.
 	p, cached := q.pro.promoted[seq]
-	delete(q.pro.promoted, seq)
 	_, dup := q.hold.origins[seq]
+	if dup {
+		delete(q.pro.promoted, seq)
+	}
 	s := q.s
 	q.mu.Unlock()
 	if dup {
@@ -106,6 +112,9 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 	}
 	now := time.Now()
 	if md != nil && job.NotBefore.After(now.Add(delayLead)) {
+		q.mu.Lock()
+		delete(q.pro.promoted, seq) // a delayed job takes no room
+		q.mu.Unlock()
 		q.nakDelayed(m, tseq, md.Timestamp, e, job.NotBefore.Sub(now)-delayLead)
 		return false
 	}
@@ -114,6 +123,7 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	delete(q.pro.promoted, seq) // held now, or handed back
 	if len(q.hold.retries) > 0 {
 		q.retryFetchedLocked(tseq)
 	}
