@@ -54,7 +54,10 @@ const pinHeader = "Nats-Pin-Id"
 // the ledger, and only its other deliveries count as tries (a crash's
 // redelivery of a held job counts one: the conservative side). It runs in
 // the fetcher, without the queue's lock during I/O, and reports whether
-// the job is held.
+// the job is held. A job promoted here keeps its place in the window
+// (q.pro.promoted) until it is held or its token is dropped: forgotten
+// sooner, the promoter would see room while the job is read, and promote
+// one more.
 func (q *Queue) admit(t natsjs.Msg) bool {
 	seq, ok := origin(t)
 	if !ok {
@@ -65,10 +68,6 @@ func (q *Queue) admit(t natsjs.Msg) bool {
 	if pin := t.Headers().Get(pinHeader); pin != "" {
 		q.pro.pinSeen = pin
 	}
-	// A job promoted here keeps its place in the window (q.pro.promoted)
-	// until it is held in the index or its token is dropped: forgotten
-	// sooner, the promoter would see room while the job is read, and
-	// promote one more.
 	p, cached := q.pro.promoted[seq]
 	_, dup := q.hold.origins[seq]
 	if dup {
