@@ -199,10 +199,13 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 
 // mayStart reports whether the lane may start a job under g (ignoring
 // time: g.NotBefore goes into the slot): not held by a policy (the admin
-// API's pause, a kept rate being read), under the in-flight limit, and not
-// closing. Requires l.mu.
+// API's pause, a kept rate being read), under the in-flight limit, with
+// fewer durable jobs waiting for their records than its concurrency (a
+// crash delivers those again, so they are bounded like the jobs in
+// flight: outcomes.go), and not closing.
+// Requires l.mu.
 func (l *lane) mayStart(g policy.Gate) bool {
-	return !g.Held && l.inflight < g.Limit && !l.s.closing.Load()
+	return !g.Held && l.inflight < g.Limit && l.settling < max(l.cfg.Concurrency, 1) && !l.s.closing.Load()
 }
 
 // start launches one delivery on a delivery worker (package pool); slot is

@@ -24,7 +24,9 @@ type told struct {
 	// outcome is sent by the next: at least once. It runs at once when
 	// the lane keeps no records or the store is failing, and at the
 	// latest after settleWithin, so that an outage of the record store
-	// does not hold the drain.
+	// does not hold the drain. Jobs an instance holds unsettled come back
+	// after a crash, as its jobs in flight do, so the lane starts none
+	// while as many as its concurrency wait (lane.mayStart).
 	settle func()
 }
 

@@ -163,3 +163,68 @@ func TestDurableAckWaitsForTheRecordWithinABound(t *testing.T) {
 		}
 	})
 }
+
+// stuckStore is a shared outcome.Store whose writes hang until release is
+// closed: slow, not failing, so the book waits on it.
+type stuckStore struct {
+	*outcome.Memory
+	release chan struct{}
+}
+
+func (s *stuckStore) Put(ctx context.Context, entries []outcome.Entry) error {
+	select {
+	case <-s.release:
+		return s.Memory.Put(ctx, entries)
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Jobs an instance holds unsettled come back after a crash, as its jobs
+// in flight do: while as many as its concurrency wait for their records,
+// the lane starts no other, so a record store that hangs slows the drain
+// to one job per settleWithin rather than leaving the whole drain unacked.
+func TestUnsettledJobsAreBoundedByConcurrency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t0 := time.Now()
+		store := &stuckStore{Memory: outcome.NewMemory(nil), release: make(chan struct{})}
+		book := outcome.NewBook(outcome.NewMemory(nil), store, nil, outcome.Observer{}, nil, func() time.Duration { return time.Second })
+		cfg := laneCfg("pay", 1000, 10)
+		cfg.Durable = true
+		cfg.Outcomes = OutcomeSettings{Keep: time.Hour}
+		q := &ackQueue{Bucket: queue.NewBucket(queueSettings(cfg)), t0: t0, acked: map[string]time.Duration{}}
+		sink := newRecSink(nil)
+		sh, err := New(Settings{Lanes: []LaneSettings{cfg}}, Deps{
+			Sinks:    func(LaneSettings) (Sink, error) { return sink, nil },
+			Queues:   func(LaneSettings) (queue.Roles, error) { return queue.Roles{Queue: q, Memory: q, Settler: q}, nil },
+			Outcomes: book, DeadLetter: &recDL{},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- sh.Run(ctx) }()
+		defer func() { close(store.release); cancel(); <-done }()
+		<-sh.Ready()
+
+		for _, id := range []string{"a", "b", "c"} {
+			if rc := sh.Submit(&queue.Job{Downstream: "pay", ID: id}); !rc.Accepted {
+				t.Fatalf("%s not accepted: %+v", id, rc)
+			}
+		}
+		time.Sleep(settleWithin / 2)
+		synctest.Wait()
+		if n := len(sink.all()); n != 1 {
+			t.Fatalf("%d jobs started while the first waited for its record; want 1 (concurrency 1)", n)
+		}
+		time.Sleep(settleWithin)
+		synctest.Wait()
+		if n := len(sink.all()); n != 2 {
+			t.Fatalf("%d jobs started once the first settled after settleWithin; want 2", n)
+		}
+		if _, ok := q.ackedAt("a"); !ok {
+			t.Fatal("the first job was not acked after settleWithin")
+		}
+	})
+}

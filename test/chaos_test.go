@@ -42,10 +42,11 @@ var chaosPrefetch = min(max(chaosConcurrency, int(math.Ceil(chaosRate*0.020)), 1
 // first, per fault that can cause them (a daemon killed or frozen, a NATS
 // node killed): the jobs a drainer holds when it dies or freezes come back
 // to the next one (in flight: concurrency; fetched or waiting for its
-// dedupe record: prefetch, since a waiting job holds its place in it; its
-// ack held to the end of its slot: 1), and one more for an ack lost with a
-// NATS node that was the consumer's leader.
-var chaosDupPerFault = chaosConcurrency + chaosPrefetch + 2
+// dedupe record: prefetch, since a waiting job holds its place in it;
+// delivered and waiting for its outcome record before its ack: at most
+// concurrency; its ack held to the end of its slot: 1), and one more for
+// an ack lost with a NATS node that was the consumer's leader.
+var chaosDupPerFault = 2*chaosConcurrency + chaosPrefetch + 2
 
 // Three shaperd processes and a 3-node cluster of nats-server processes
 // (a jetstream queue, replicas 3) take jobs with Nats-Msg-Ids from
