@@ -211,7 +211,12 @@ downstreams:
 // readyOrExit waits up to 20 s for /readyz to answer 200, and returns an
 // error if the process exits first or is not ready in time.
 func readyOrExit(admin string, exited chan error, stderr *syncBuffer) error {
-	deadline := time.Now().Add(20 * time.Second)
+	return readyWithin(admin, exited, stderr, 20*time.Second)
+}
+
+// readyWithin is readyOrExit waiting up to within.
+func readyWithin(admin string, exited chan error, stderr *syncBuffer, within time.Duration) error {
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
@@ -227,7 +232,7 @@ func readyOrExit(admin string, exited chan error, stderr *syncBuffer) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("shaperd not ready within 20s:\n%s", stderr.String())
+	return fmt.Errorf("shaperd not ready within %s:\n%s", within, stderr.String())
 }
 
 func adminRate(t *testing.T, admin string) float64 {

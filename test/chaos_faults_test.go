@@ -90,7 +90,7 @@ func (c *chaos) startDaemon() (*proc, time.Duration, error) {
 		}
 		t0 := time.Now()
 		var p *proc
-		p, err = runShaperdFile(c.t, path, addr)
+		p, err = runShaperdWithin(c.t, path, addr, chaosRestartBoundNATS+10*time.Second) // past the bound: the check reports it
 		if err == nil {
 			return p, time.Since(t0), nil
 		}

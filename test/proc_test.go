@@ -59,6 +59,12 @@ func startShaperdFile(t *testing.T, path, adminAddr string) *proc {
 // exit or a daemon not ready in time. The process is killed at cleanup.
 func runShaperdFile(t *testing.T, path, adminAddr string) (*proc, error) {
 	t.Helper()
+	return runShaperdWithin(t, path, adminAddr, 20*time.Second)
+}
+
+// runShaperdWithin is runShaperdFile waiting up to within for ready.
+func runShaperdWithin(t *testing.T, path, adminAddr string, within time.Duration) (*proc, error) {
+	t.Helper()
 	p := &proc{cmd: exec.Command(shaperdBinary(t), "-config", path), admin: "http://" + adminAddr,
 		exited: make(chan error, 1), stderr: &syncBuffer{}}
 	p.cmd.Stderr = p.stderr
@@ -67,7 +73,7 @@ func runShaperdFile(t *testing.T, path, adminAddr string) (*proc, error) {
 	}
 	go func() { p.exited <- p.cmd.Wait() }()
 	t.Cleanup(func() { p.kill(t) })
-	return p, readyOrExit(p.admin, p.exited, p.stderr)
+	return p, readyWithin(p.admin, p.exited, p.stderr, within)
 }
 
 // kill sends SIGKILL and waits for the process to be gone (idempotent).
