@@ -130,6 +130,9 @@ type Downstream struct {
 	// Outcomes say what is kept and told of each job's outcome: records,
 	// results and events (outcomes.go; reloadable).
 	Outcomes Outcomes `mapstructure:"outcomes"`
+	// Batch makes one start one call carrying several jobs (batch.go);
+	// nil: one job per call.
+	Batch *Batch `mapstructure:"batch"`
 }
 
 // Breaker configures a downstream's circuit breaker: Failures consecutive

@@ -103,6 +103,7 @@ func downstreamTemplate() Downstream {
 	d.Admission = &Admission{}
 	d.Sink.HTTP = &HTTPSink{Method: sink.DefaultHTTPMethod, Timeout: sink.DefaultTimeout}
 	d.Sink.NATS = &NATSSink{Timeout: sink.DefaultTimeout}
+	d.Batch = &Batch{MaxBytes: DefaultBatchBytes, Encoding: DefaultBatchEncoding}
 	return d
 }
 

@@ -109,7 +109,7 @@ downstreams.printer.sink.nats.request: "maybe" is not true or false (env SHAPER_
 		{"unknown downstream", []string{"SHAPER_DOWNSTREAMS_SCANNER_RATE=5/s"},
 			`SHAPER_DOWNSTREAMS_SCANNER_RATE: names no downstream in the config file (configured: printer); env cannot add a downstream`},
 		{"no such key", []string{"SHAPER_DOWNSTREAMS_PRINTER_SPEED=5/s"},
-			`SHAPER_DOWNSTREAMS_PRINTER_SPEED: matches no key of downstreams.printer; keys here: rate, concurrency, queue, admission, sink, retry, dead_letter, dead_letters, rate_control, shadow, breaker, maintenance, outcomes (a section's keys follow its name: SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
+			`SHAPER_DOWNSTREAMS_PRINTER_SPEED: matches no key of downstreams.printer; keys here: rate, concurrency, queue, admission, sink, retry, dead_letter, dead_letters, rate_control, shadow, breaker, maintenance, outcomes, batch (a section's keys follow its name: SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
 		{"misspelled top-level key", []string{"SHAPER_NATS_URLS=nats://10.0.0.5:4222"},
 			`SHAPER_NATS_URLS: matches no config key; did you mean SHAPER_NATS_URL (nats.url)?`},
 		{"not a key at all", []string{"SHAPER_VERBOSE=1"},
@@ -117,7 +117,7 @@ downstreams.printer.sink.nats.request: "maybe" is not true or false (env SHAPER_
 		{"header the file does not name", []string{"SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_HEADERS_X_API_KEY=k"},
 			`SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_HEADERS_X_API_KEY: sets a header the file does not name under downstreams.printer.sink.http.headers; env can override a header there, not add one: write it in the config file`},
 		{"a section, not a key", []string{"SHAPER_DOWNSTREAMS_PRINTER_QUEUE=10"},
-			`SHAPER_DOWNSTREAMS_PRINTER_QUEUE: matches no key of downstreams.printer; keys here: rate, concurrency, queue, admission, sink, retry, dead_letter, dead_letters, rate_control, shadow, breaker, maintenance, outcomes (a section's keys follow its name: SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
+			`SHAPER_DOWNSTREAMS_PRINTER_QUEUE: matches no key of downstreams.printer; keys here: rate, concurrency, queue, admission, sink, retry, dead_letter, dead_letters, rate_control, shadow, breaker, maintenance, outcomes, batch (a section's keys follow its name: SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,6 +40,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			Breaker:     d.breaker(),
 			Maintenance: d.maintenance(),
 			Outcomes:    d.Outcomes.settings(),
+			Batch:       d.Batch.settings(),
 
 			AdmissionStore: d.Admission.store(),
 		})

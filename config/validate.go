@@ -197,6 +197,7 @@ func (d Downstream) validate(v validator, p, prefix string) {
 	if d.Admission != nil {
 		d.Admission.validate(v, p+"admission.")
 	}
+	d.Batch.validate(v, p+"batch.")
 	d.Sink.validate(v, p+"sink", prefix)
 	v.intRange(p+"retry.max_attempts", d.Retry.MaxAttempts, 1, MaxAttempts)
 	v.duration(p+"retry.initial_backoff", d.Retry.InitialBackoff, time.Millisecond, time.Hour)

@@ -48,6 +48,9 @@ type Job struct {
 	// Slot is the schedule slot of the try in progress and Dispatched when
 	// the scheduler started it (Dispatched − Slot is the pacer's lag).
 	Slot, Dispatched time.Time
+	// Batch names the call that carried the try in progress, on a lane
+	// that sends several jobs per call ("" = none; not stored).
+	Batch string
 	// Named: a Finder gave ID when it stored the job, and finds the job by
 	// it while it is stored.
 	Named bool

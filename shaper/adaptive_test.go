@@ -22,6 +22,7 @@ import (
 // each taking hold; beyond it a 503 without Retry-After. Answers are
 // recorded by time.
 type simSink struct {
+	noBatches
 	decide func(now time.Time) (ok bool, retryAfter time.Duration)
 	conc   int
 	hold   time.Duration

@@ -32,6 +32,7 @@ var steadyProfile = flag.String("shaper.steadyprofile", "", "BenchmarkLanes10k a
 
 // stampSink records when each try is entered and how late that is.
 type stampSink struct {
+	noBatches
 	mu   sync.Mutex
 	at   []time.Time // when Deliver was entered
 	disp []time.Time // when the scheduler dispatched the try

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/batch"
 	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/settings"
@@ -63,8 +64,22 @@ type Receipt struct {
 // The Feedback is what the answer said about the downstream's limit,
 // whatever the error (a success can say the quota is used up); a sink
 // that learns nothing returns the zero Feedback.
+//
+// DeliverBatch sends one call carrying every job of c, in c's order
+// (LaneSettings.Batch): its error is Deliver's for the whole call (a
+// pushback or a failure of every job in it); with a nil error,
+// Feedback.Failed names the jobs the answer says failed, and the rest
+// succeeded.
 type Sink interface {
 	Deliver(ctx context.Context, job *queue.Job) (Feedback, error)
+	DeliverBatch(ctx context.Context, c Call) (Feedback, error)
+}
+
+// Call is one start of a lane with a batch: several jobs in one call.
+type Call struct {
+	ID       string // new per call: Shaper-Batch-Id, also the Idempotency-Key
+	Jobs     []*queue.Job
+	Encoding batch.Encoding
 }
 
 // Feedback is what one answer told besides its outcome. The zero value
@@ -79,6 +94,9 @@ type Feedback struct {
 	// Result is the downstream's answer to this try (nil: the lane keeps
 	// no records, or the try got no answer).
 	Result *outcome.Result
+	// Failed, after a call's 2xx answer, are the jobs it names as failed
+	// (batch.ParseAnswer), by job id; nil: every job succeeded.
+	Failed map[string]batch.Failure
 }
 
 // DeadLetter is a job that failed for good or was dropped, with why.
@@ -112,4 +130,5 @@ type (
 	HTTPSinkSpec     = settings.HTTPSink
 	NATSSinkSpec     = settings.NATSSink
 	OutcomeSettings  = settings.Outcomes
+	BatchSettings    = settings.Batch
 )

@@ -44,18 +44,21 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 		l.report(ev, a)
 	}
 	g := l.gate(now) // a rate the answer changed applies from here
+	if a.Class == policy.PushedBack && err != nil && !a.Cancelled {
+		l.countPushback(job, err, evs.At(policy.PushbackPaused))
+	}
+	l.settleTry(job, res, err, a, evs, retry, now)
+	l.rescheduleWith(now, g) // what the cases do leaves the policies as g saw them
+	return l.idle()
+}
+
+// settleTry deals with job after a try answered a (err, the answer res,
+// the policies' events evs): success, kept or dropped at shutdown,
+// pushback, permanent failure, or a retry. Requires l.mu.
+func (l *lane) settleTry(job *queue.Job, res *outcome.Result, err error, a policy.Answer, evs policy.Events, retry RetryPolicy, now time.Time) {
 	switch {
 	case err == nil:
-		// A durable queue holds the store's slot to the end of the job's
-		// interval, as level() does for the memory queue. The ack waits
-		// for the record, within settleWithin.
-		var ack func()
-		if st := l.q.Settler; st != nil {
-			at := job.Slot.Add(l.sched.DrainOf(queue.JobCost(job)))
-			ack = func() { st.Ack(job, at) }
-		}
-		l.note(job, outcome.Succeeded, now, told{result: res, settle: ack})
-		l.countOutcome(OutcomeSuccess)
+		l.succeeded(job, res, now)
 	case a.Cancelled && l.q.Settler != nil && l.q.Settler.Keep(job):
 		// cancelled at shutdown: stays stored, redelivered after a restart
 	case a.Cancelled:
@@ -69,8 +72,29 @@ func (l *lane) finish(job *queue.Job, fb Feedback, err error, retry RetryPolicy,
 	default:
 		l.onError(job, err, retry, now, res)
 	}
-	l.rescheduleWith(now, g) // what the cases do leaves the policies as g saw them
-	return l.idle()
+}
+
+// succeeded books job's success. A durable queue holds the store's slot
+// to the end of the job's interval (its call's, on a lane with a batch),
+// as level() does for the memory queue. The ack waits for the record,
+// within settleWithin. Requires l.mu.
+func (l *lane) succeeded(job *queue.Job, res *outcome.Result, now time.Time) {
+	var ack func()
+	if st := l.q.Settler; st != nil {
+		at := job.Slot.Add(l.sched.DrainOf(l.slotsOf(job)))
+		ack = func() { st.Ack(job, at) }
+	}
+	l.note(job, outcome.Succeeded, now, told{result: res, settle: ack})
+	l.countOutcome(OutcomeSuccess)
+}
+
+// slotsOf is the schedule slots job's start took: its cost, or its call's
+// MaxJobs on a lane with a batch. Requires l.mu.
+func (l *lane) slotsOf(job *queue.Job) int {
+	if l.cfg.Batch.On() {
+		return l.perCall()
+	}
+	return queue.JobCost(job)
 }
 
 // answer is what the policies book of a try's answer. Requires l.mu.
@@ -85,18 +109,23 @@ func (l *lane) answer(job *queue.Job, fb Feedback, err error) policy.Answer {
 // wait (paused until until). The try does not count against MaxAttempts;
 // the job's deadline bounds the waiting. Requires l.mu.
 func (l *lane) onPushback(job *queue.Job, err error, until, now time.Time, res *outcome.Result) {
+	if !job.Deadline.IsZero() && until.After(job.Deadline) {
+		l.dropWith(job, ReasonExpired, "downstream pushback outlasts max wait: "+err.Error(), res)
+		return
+	}
+	l.q.RetryLater(job, now, true)
+	l.note(job, outcome.Retrying, now, told{err: err.Error(), result: res})
+}
+
+// countPushback counts and logs a pushback of the try of job (a call's
+// first job, on a lane with a batch: one per call). Requires l.mu.
+func (l *lane) countPushback(job *queue.Job, err error, until time.Time) {
 	var pb *policy.PushbackError
 	errors.As(err, &pb)
 	l.c.pushbacks++
 	l.m.Pushbacks.Inc()
 	l.s.log.Info("downstream pushed back; lane paused", "downstream", l.name,
-		"job_id", job.ID, "attempt", job.Attempt, "until", until, "error", pb.Error())
-	if !job.Deadline.IsZero() && until.After(job.Deadline) {
-		l.dropWith(job, ReasonExpired, "downstream pushback outlasts max wait: "+pb.Error(), res)
-		return
-	}
-	l.q.RetryLater(job, now, true)
-	l.note(job, outcome.Retrying, now, told{err: err.Error(), result: res})
+		"job_id", job.ID, "attempt", job.Attempt, "batch_id", job.Batch, "until", until, "error", pb.Error())
 }
 
 // onProbeFailed puts back the breaker's probe, whose failure reopened the

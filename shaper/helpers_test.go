@@ -23,6 +23,7 @@ type recSink struct {
 
 	mu          sync.Mutex
 	tries       []try
+	calls       []int // jobs per call (DeliverBatch)
 	inflight    int
 	maxInflight int
 }
@@ -52,6 +53,33 @@ func (s *recSink) Deliver(ctx context.Context, job *queue.Job) (Feedback, error)
 		return Feedback{}, s.fn(ctx, job)
 	}
 	return Feedback{}, nil
+}
+
+// DeliverBatch records a try of each of c's jobs, all at one instant; the
+// call fails with the first error fn returns for one of them.
+func (s *recSink) DeliverBatch(ctx context.Context, c Call) (Feedback, error) {
+	s.mu.Lock()
+	at := time.Since(s.t0)
+	for _, job := range c.Jobs {
+		s.tries = append(s.tries, try{at, job.ID, job.Attempt})
+	}
+	s.calls = append(s.calls, len(c.Jobs))
+	s.mu.Unlock()
+	for _, job := range c.Jobs {
+		if s.fn != nil {
+			if err := s.fn(ctx, job); err != nil {
+				return Feedback{}, err
+			}
+		}
+	}
+	return Feedback{}, nil
+}
+
+// noBatches makes a test sink a Sink whose downstream takes no batches.
+type noBatches struct{}
+
+func (noBatches) DeliverBatch(context.Context, Call) (Feedback, error) {
+	return Feedback{}, errors.New("test sink: no batches")
 }
 
 func (s *recSink) starts() []time.Duration {

@@ -2,7 +2,6 @@ package shaper
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,7 +138,7 @@ func (l *lane) kickAt(now time.Time) {
 func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
 	l.cfg = cfg
 	l.configurePolicies(cfg)
-	l.sched.SetRate(l.gate(now).Rate)
+	l.setPace(l.gate(now).Rate)
 	l.q.Configure(queueSettings(cfg))
 	l.perKey.SetMax(cfg.KeyConcurrency)
 	l.m.Capacity.Set(float64(cfg.Capacity))
@@ -177,14 +176,14 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 		if !ok { // only jobs of keys at their cap were due
 			break
 		}
-		if l.expired(job, now) {
+		if l.unstartable(job, now) {
 			continue // dropped without consuming the slot
 		}
-		if job.Failures >= l.cfg.Retry.MaxAttempts { // a durable job tried before a crash
-			l.fail(job, fmt.Errorf("%d attempts used (redelivered after the daemon stopped mid-delivery)", job.Failures), nil)
-			continue
+		if l.cfg.Batch.On() {
+			l.startCall(l.gather(job, now), later(slot, now.Add(-pace.CatchUp)), now)
+		} else {
+			l.start(job, later(slot, now.Add(-pace.CatchUp)), now)
 		}
-		l.start(job, later(slot, now.Add(-pace.CatchUp)), now)
 		if l.inflight >= l.limit {
 			// At its cap (a lane at 1 in flight, after every start): a
 			// start changes no policy's Limit, so no gate taken now could
@@ -205,7 +204,7 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 // flight: outcomes.go), and not closing.
 // Requires l.mu.
 func (l *lane) mayStart(g policy.Gate) bool {
-	return !g.Held && l.inflight < g.Limit && l.settling < max(l.cfg.Concurrency, 1) && !l.s.closing.Load()
+	return !g.Held && l.inflight < g.Limit && l.settling < max(l.cfg.Concurrency, 1)*l.perCall() && !l.s.closing.Load()
 }
 
 // start launches one delivery on a delivery worker (package pool); slot is

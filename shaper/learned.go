@@ -52,7 +52,7 @@ func (l *lane) KeptName() string { return l.name }
 func (l *lane) ToSave(now time.Time) (policy.Learned, uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.kept.ToSave(now, l.sched.Rate(), l.adaptive.Window())
+	return l.kept.ToSave(now, l.paceRate(), l.adaptive.Window())
 }
 
 // Saved records that v was saved (keep.Lane).

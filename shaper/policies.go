@@ -40,8 +40,8 @@ func (l *lane) configurePolicies(cfg LaneSettings) {
 func (l *lane) gate(now time.Time) policy.Gate {
 	g, m := l.policies.Gate(now, l.inflight, l.sched.Last())
 	g = g.And(policy.Gate{Rate: l.cfg.Rate, Limit: l.cfg.Concurrency})
-	if g.Rate != l.sched.Rate() {
-		l.sched.SetRate(g.Rate)
+	if g.Rate*float64(l.perCall()) != l.sched.Rate() {
+		l.setPace(g.Rate)
 	}
 	l.limit = g.Limit
 	l.show(m)
@@ -66,7 +66,7 @@ func (l *lane) scheduled(now time.Time) bool {
 // controller had learned it; it applies to queued jobs. Requires l.mu.
 func (l *lane) setRate(rate float64) {
 	l.adaptive.SetRate(rate)
-	l.sched.SetRate(rate)
+	l.setPace(rate)
 	l.show(l.shown.mark)
 }
 
@@ -85,7 +85,7 @@ type shown struct {
 // policies' last Gate marked (m). Gauges are written only when a value
 // changed. Requires l.mu.
 func (l *lane) show(m policy.Mark) {
-	v := shown{mark: m, rate: l.sched.Rate(), set: true}
+	v := shown{mark: m, rate: l.paceRate(), set: true}
 	if m&policy.MarkIdle != 0 {
 		v.rate = 0
 	}

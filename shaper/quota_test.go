@@ -19,6 +19,7 @@ import (
 // it: Limit, Remaining and Reset in whole seconds, rounded up. Beyond the
 // quota it answers 429 (a pushback until the reset).
 type windowSink struct {
+	noBatches
 	limit  int
 	window time.Duration
 	hold   time.Duration
@@ -151,7 +152,10 @@ func TestQuotaCapsAdaptive(t *testing.T) {
 }
 
 // quotaFeedbackSink answers every try with fb.
-type quotaFeedbackSink struct{ fb Feedback }
+type quotaFeedbackSink struct {
+	noBatches
+	fb Feedback
+}
 
 func (s quotaFeedbackSink) Deliver(context.Context, *queue.Job) (Feedback, error) { return s.fb, nil }
 
@@ -159,7 +163,7 @@ func (s quotaFeedbackSink) Deliver(context.Context, *queue.Job) (Feedback, error
 // longer than its max wait; malformed fields are counted.
 func TestQuotaPauseBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := quotaFeedbackSink{Feedback{Quota: &policy.Quota{Remaining: 0, Reset: policy.MaxQuotaPause}, Malformed: 2}}
+		sink := quotaFeedbackSink{fb: Feedback{Quota: &policy.Quota{Remaining: 0, Reset: policy.MaxQuotaPause}, Malformed: 2}}
 		cfg := laneCfg("api", 10, 100)
 		cfg.MaxWait = 3 * time.Second
 		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"api": sink})

@@ -58,7 +58,10 @@ func (t *tellRec) outcome(subject string) (outcome.Record, bool) {
 
 // answerSink fails each job's first try with a 500 and answers the
 // second with a 201 and a body.
-type answerSink struct{ failAll bool }
+type answerSink struct {
+	noBatches
+	failAll bool
+}
 
 func (s answerSink) Deliver(_ context.Context, job *queue.Job) (Feedback, error) {
 	if job.Attempt == 1 || s.failAll {

@@ -107,7 +107,7 @@ func (l *lane) status(now time.Time) LaneStatus {
 	defer l.mu.Unlock()
 	v := l.policies.View(now)
 	st := LaneStatus{
-		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.sched.Rate(), Concurrency: l.cfg.Concurrency,
+		Name: l.name, Rate: l.cfg.Rate, EffectiveRate: l.paceRate(), Concurrency: l.cfg.Concurrency,
 		KeyConcurrency: l.cfg.KeyConcurrency,
 		Depth:          l.q.Len(), Capacity: l.q.Cap(), Inflight: l.inflight, Paused: v.Paused,
 		Removing: l.removed, StoreFull: l.noSpace,

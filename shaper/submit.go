@@ -10,6 +10,7 @@ import (
 	"github.com/shaperd/shaper/limiter"
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/admission"
+	"github.com/shaperd/shaper/shaper/batch"
 	"github.com/shaperd/shaper/shaper/settings"
 )
 
@@ -225,6 +226,11 @@ func (l *lane) check(now time.Time, job *queue.Job, rc Receipt) (Receipt, bool) 
 	}
 	if rej, ok := l.checkCost(job, rc); !ok {
 		return rej, false
+	}
+	if b := l.cfg.Batch; b.On() {
+		if err := batch.Encoding(b.Encoding).Check(job.Payload); err != nil {
+			return l.s.reject(l, rc, ReasonBadRequest, 0, plainf(err, "downstream %s: %v", l.name, err)), false
+		}
 	}
 	if rej, ok := l.checkSchedule(now, job, rc); !ok {
 		return rej, false

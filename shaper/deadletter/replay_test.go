@@ -157,9 +157,10 @@ type delivery struct {
 
 // recorder is a sink recording every start.
 type recorder struct {
-	t0 time.Time
-	mu sync.Mutex
-	d  []delivery
+	shaper.Sink // DeliverBatch: not used (no batches)
+	t0          time.Time
+	mu          sync.Mutex
+	d           []delivery
 }
 
 func (r *recorder) Deliver(_ context.Context, job *queue.Job) (shaper.Feedback, error) {

@@ -24,6 +24,8 @@ type Lane struct {
 	live  *liveCollector
 	src   *liveSource
 	ended *endedSeries // shaper_job_duration_seconds by state
+	name  string
+	batch BatchVecs // a lane with a batch's calls (CallStarted, CallEnded)
 }
 
 // ForLane creates (pre-creates) every series of downstream name, whose
@@ -62,6 +64,7 @@ func (m *Metrics) ForLane(name string, maxWait time.Duration) *Lane {
 	m.live.add(lm.src)
 	lm.PolicyLane = m.policyLane(name, m.labels.Shadow)
 	lm.ended = m.outcomeSeries(name)
+	lm.name, lm.batch = name, m.BatchVecs
 	lm.StoreFull.Set(0)
 	return lm
 }

@@ -37,6 +37,7 @@ type Vecs struct {
 	StoreFull                   *prometheus.GaugeVec
 	PolicyVecs
 	OutcomeVecs
+	BatchVecs
 }
 
 // Metrics holds the shaper's Prometheus collectors. Every label value
@@ -102,6 +103,7 @@ func New(reg prometheus.Registerer, labels Labels) *Metrics {
 			"1 while a downstream's durable queue finds its store out of space (intake answers unavailable), else 0."),
 		PolicyVecs:  newPolicyVecs(f),
 		OutcomeVecs: newOutcomeVecs(f),
+		BatchVecs:   newBatchVecs(f),
 	}, labels: labels, wait: newWaitHistograms(), dur: newDurationHistograms(), counts: newCountsCollector(), known: map[string]int{}}
 	m.live = newLiveCollector(m.Started, m.Delivered, m.Depth, m.Inflight)
 	if reg != nil {
@@ -198,7 +200,8 @@ func (m *Metrics) Forget(name string) {
 		m.Shadow.MetricVec, m.RateConfigured.MetricVec,
 		m.RateCuts.MetricVec, m.FairKeys.MetricVec, m.Refunds.MetricVec, m.BadHeaders.MetricVec,
 		m.BreakerOpen.MetricVec, m.BreakerTrips.MetricVec, m.Maintenance.MetricVec,
-		m.JobDuration.MetricVec, m.Records.MetricVec, m.RecordsDiscarded.MetricVec, m.Events.MetricVec} {
+		m.JobDuration.MetricVec, m.Records.MetricVec, m.RecordsDiscarded.MetricVec, m.Events.MetricVec,
+		m.BatchJobs.MetricVec, m.Batches.MetricVec} {
 		v.DeletePartialMatch(match)
 	}
 }

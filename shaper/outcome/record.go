@@ -68,6 +68,9 @@ type Record struct {
 	// Result is the downstream's answer to the last try (nil: none yet,
 	// or the try got no answer).
 	Result *Result `json:"result,omitempty"`
+	// BatchID names the call that carried the last try, on a downstream
+	// with a batch (its Shaper-Batch-Id).
+	BatchID string `json:"batch_id,omitempty"`
 }
 
 // Result is a downstream's answer to one try: an HTTP response, or a NATS

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/shaperd/shaper/shaper/policy"
@@ -89,6 +91,7 @@ func NormalizeLane(ls Lane) (Lane, error) {
 	}
 	normalizePolicies(&ls, bad)
 	normalizeBreaker(&ls.Breaker, bad)
+	normalizeBatch(&ls.Batch, bad)
 	r := &ls.Retry
 	if r.MaxAttempts < 0 || r.InitialBackoff < 0 || r.MaxBackoff < 0 {
 		bad("retry: values must be >= 0, got %+v", *r)
@@ -100,6 +103,30 @@ func NormalizeLane(ls Lane) (Lane, error) {
 		bad("retry: max backoff %s is below initial backoff %s", r.MaxBackoff, r.InitialBackoff)
 	}
 	return ls, errors.Join(errs...)
+}
+
+// normalizeBatch validates and defaults b.
+func normalizeBatch(b *Batch, bad func(string, ...any)) {
+	if !b.On() {
+		if *b != (Batch{}) {
+			bad("batch: max jobs must be 2..%d, got %d", MaxBatchJobs, b.MaxJobs)
+		}
+		return
+	}
+	if b.MaxJobs < 2 || b.MaxJobs > MaxBatchJobs {
+		bad("batch: max jobs must be 2..%d, got %d", MaxBatchJobs, b.MaxJobs)
+	}
+	b.MaxBytes = cmp.Or(b.MaxBytes, DefaultBatchBytes)
+	if b.MaxBytes < 1 {
+		bad("batch: max bytes must be >= 1, got %d", b.MaxBytes)
+	}
+	if b.Linger < 0 || b.Linger > MaxBatchLinger {
+		bad("batch: linger must be 0..%s, got %s", MaxBatchLinger, b.Linger)
+	}
+	b.Encoding = cmp.Or(b.Encoding, BatchEncodings[0])
+	if !slices.Contains(BatchEncodings, b.Encoding) {
+		bad("batch: unknown encoding %q: want %s", b.Encoding, strings.Join(BatchEncodings, ", "))
+	}
 }
 
 // normalizePolicies validates and defaults the policies of ls.

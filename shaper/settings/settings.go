@@ -53,6 +53,9 @@ type Lane struct {
 	// Outcomes are the lane's job records, events and results; the zero
 	// value keeps none.
 	Outcomes Outcomes
+	// Batch makes one start one call carrying several jobs; the zero
+	// value sends one job per call.
+	Batch Batch
 
 	Policies // the zero value turns every one off
 }
@@ -75,6 +78,40 @@ type Outcomes struct {
 
 // On reports whether o keeps records.
 func (o Outcomes) On() bool { return o.Keep > 0 }
+
+// Batch configures a lane whose downstream takes several jobs in one call
+// (downstreams.X.batch): rate and concurrency count calls; capacity and
+// admission count jobs.
+type Batch struct {
+	// MaxJobs is the most jobs in one call, a job's cost counting (2..
+	// MaxBatchJobs); 0 = no batches.
+	MaxJobs int
+	// MaxBytes bounds the payload bytes of one call; a job larger than it
+	// goes alone. 0 = DefaultBatchBytes.
+	MaxBytes int64
+	// Linger is how long a call that could carry more waits for more
+	// jobs (0..MaxBatchLinger), never past a job's deadline.
+	Linger time.Duration
+	// Encoding is the call's body, one of BatchEncodings (package
+	// shaper/batch encodes them); "" = json_array.
+	Encoding string
+}
+
+// On reports whether b sends several jobs per call.
+func (b Batch) On() bool { return b.MaxJobs > 0 }
+
+// PerCall is the most jobs one start carries: MaxJobs, or 1.
+func (b Batch) PerCall() int { return max(b.MaxJobs, 1) }
+
+// Bounds and defaults of Batch.
+const (
+	MaxBatchJobs      = 10000
+	DefaultBatchBytes = 1 << 20
+	MaxBatchLinger    = 10 * time.Second
+)
+
+// BatchEncodings are the bodies a call may have (Batch.Encoding).
+var BatchEncodings = []string{"json_array", "ndjson", "multipart"}
 
 // Policies are a lane's policies beyond a plain leaky bucket: job cost,
 // deadline-aware admission, shadow mode, adaptive rate, fairness and

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/batch"
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
@@ -94,21 +95,53 @@ func (s *HTTPSink) Close() error {
 // Deliver sends one try of job; see HTTPSink for how responses map to
 // errors and what the Feedback holds.
 func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback, error) {
+	return s.send(ctx, job.Payload, func(h http.Header) {
+		if ct := job.Header.Get(hdrContentType); ct != "" && h.Get(hdrContentType) == "" {
+			h.Set(hdrContentType, ct)
+		}
+		h.Set(hdrJobID, job.ID)
+		h.Set(hdrAttempt, strconv.Itoa(job.Attempt))
+		h.Set(hdrIdemKey, job.ID)
+	}, false)
+}
+
+// DeliverBatch sends one call carrying c's jobs: the body in c's encoding
+// (its Content-Type, unless the sink's headers set one), the call's
+// headers (batch.Headers). Answers map to errors as Deliver's, for the
+// whole call; a 2xx answer's body is read (up to maxBatchAnswer) for the
+// jobs it names as failed (Feedback.Failed).
+func (s *HTTPSink) DeliverBatch(ctx context.Context, c shaper.Call) (shaper.Feedback, error) {
+	body, ct, err := c.Encoding.Encode(c.Jobs)
+	if err != nil {
+		return shaper.Feedback{}, &policy.PermanentError{Err: fmt.Errorf("batch %s: %w", c.ID, err)}
+	}
+	return s.send(ctx, body, func(h http.Header) {
+		if h.Get(hdrContentType) == "" {
+			h.Set(hdrContentType, ct)
+		}
+		for k, vs := range batch.Headers(c.ID, c.Jobs) {
+			h[k] = vs
+		}
+	}, true)
+}
+
+// maxBatchAnswer bounds the bytes of a call's 2xx answer read for the
+// jobs it names as failed.
+const maxBatchAnswer = 4 << 20
+
+// send sends one request with body and the sink's headers, then set's;
+// call says it carries a batch (its 2xx answer is read for failed jobs).
+func (s *HTTPSink) send(ctx context.Context, body []byte, set func(http.Header), call bool) (shaper.Feedback, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.spec.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, s.spec.Method, s.spec.URL, bytes.NewReader(job.Payload))
+	req, err := http.NewRequestWithContext(ctx, s.spec.Method, s.spec.URL, bytes.NewReader(body))
 	if err != nil {
 		return shaper.Feedback{}, &policy.PermanentError{Err: fmt.Errorf("build request: %w", err)}
 	}
 	for k, vs := range s.spec.Headers {
 		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 	}
-	if ct := job.Header.Get(hdrContentType); ct != "" && req.Header.Get(hdrContentType) == "" {
-		req.Header.Set(hdrContentType, ct)
-	}
-	req.Header.Set(hdrJobID, job.ID)
-	req.Header.Set(hdrAttempt, strconv.Itoa(job.Attempt))
-	req.Header.Set(hdrIdemKey, job.ID)
+	set(req.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -119,6 +152,14 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback
 	}
 	defer resp.Body.Close()
 	var fb shaper.Feedback
+	if call && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		all, err := io.ReadAll(io.LimitReader(resp.Body, maxBatchAnswer))
+		if err != nil {
+			return shaper.Feedback{}, fmt.Errorf("%s %s: reading the answer: %w", s.spec.Method, s.spec.URL, err)
+		}
+		fb.Failed, _ = batch.ParseAnswer(all)
+		resp.Body = io.NopCloser(bytes.NewReader(all))
+	}
 	var head []byte
 	if s.spec.Results {
 		head, fb.Result = readHTTPResult(resp, s.spec.ResultBytes)

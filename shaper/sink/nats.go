@@ -10,7 +10,9 @@ import (
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/batch"
 	"github.com/shaperd/shaper/shaper/outcome"
+	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/producer"
 )
 
@@ -31,16 +33,46 @@ func (s *NATSSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback
 	return shaper.Feedback{Result: res}, err
 }
 
+// DeliverBatch publishes one message carrying c's jobs: the body in c's
+// encoding with its Content-Type, and the call's headers (batch.Headers),
+// as an HTTP sink sends them. Replies are Deliver's, for the whole call; a
+// request sink's reply may name failed jobs as an HTTP 2xx answer does.
+func (s *NATSSink) DeliverBatch(ctx context.Context, c shaper.Call) (shaper.Feedback, error) {
+	body, ct, err := c.Encoding.Encode(c.Jobs)
+	if err != nil {
+		return shaper.Feedback{}, &policy.PermanentError{Err: fmt.Errorf("batch %s: %w", c.ID, err)}
+	}
+	m := nats.NewMsg(s.spec.Subject)
+	m.Data = body
+	m.Header.Set(hdrContentType, ct)
+	for k, vs := range batch.Headers(c.ID, c.Jobs) {
+		m.Header[k] = vs
+	}
+	reply, res, err := s.send(ctx, m)
+	fb := shaper.Feedback{Result: res}
+	if reply != nil {
+		fb.Failed, _ = batch.ParseAnswer(reply.Data)
+	}
+	return fb, err
+}
+
 func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) (*outcome.Result, error) {
 	m := Message(s.spec.Subject, job)
 	m.Header.Set(hdrJobID, job.ID)
 	m.Header.Set(hdrIdemKey, job.ID)
 	m.Header.Set(hdrAttempt, strconv.Itoa(job.Attempt))
+	_, res, err := s.send(ctx, m)
+	return res, err
+}
+
+// send publishes m, or with Request set sends it as a request and returns
+// the reply (and its Result, with Results set).
+func (s *NATSSink) send(ctx context.Context, m *nats.Msg) (*nats.Msg, *outcome.Result, error) {
 	if !s.spec.Request {
 		if err := s.nc.PublishMsg(m); err != nil {
-			return nil, fmt.Errorf("publish to %s: %w", s.spec.Subject, err)
+			return nil, nil, fmt.Errorf("publish to %s: %w", s.spec.Subject, err)
 		}
-		return nil, nil
+		return nil, nil, nil
 	}
 	timeout := s.spec.Timeout
 	if timeout <= 0 {
@@ -53,12 +85,12 @@ func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) (*outcome.Result
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no reply within %s", timeout)
 		}
-		return nil, fmt.Errorf("request to %s: %w", s.spec.Subject, err)
+		return nil, nil, fmt.Errorf("request to %s: %w", s.spec.Subject, err)
 	}
 	if !s.spec.Results {
-		return nil, nil
+		return reply, nil, nil
 	}
-	return natsResult(reply, s.spec.ResultBytes), nil
+	return reply, natsResult(reply, s.spec.ResultBytes), nil
 }
 
 // Message is a message to subject carrying job's payload and its

@@ -123,9 +123,11 @@ func jetStreamSettings(cfg config.Config, d *Daemon) jetstream.Settings {
 }
 
 // queueSettings are what a lane's durable queue needs of its settings,
-// and its share of a bounded store.
+// and its share of a bounded store. Its rate and concurrency are in jobs:
+// a lane with a batch starts calls of up to max_jobs.
 func (d *Daemon) queueSettings(ls shaper.LaneSettings) jetstream.QueueSettings {
-	return jetstream.QueueSettings{Name: ls.Name, Capacity: ls.Capacity, Rate: ls.Rate, Concurrency: ls.Concurrency,
+	n := ls.Batch.PerCall()
+	return jetstream.QueueSettings{Name: ls.Name, Capacity: ls.Capacity, Rate: ls.Rate * float64(n), Concurrency: ls.Concurrency * n,
 		MaxBytes: ls.MaxBytes, StoreShare: d.shares.queue(ls.Name), Priorities: ls.Priorities, Fairness: ls.Fairness,
 		KeyCapacity: ls.KeyCapacity, Weights: ls.Weights}
 }

@@ -47,6 +47,10 @@ func appendRecord(b []byte, rec *outcome.Record) ([]byte, error) {
 		b = append(b, `,"result":`...)
 		b = appendResult(b, r)
 	}
+	if rec.BatchID != "" {
+		b = append(b, `,"batch_id":`...)
+		b = appendString(b, rec.BatchID)
+	}
 	return append(b, '}'), nil
 }
 

@@ -28,7 +28,7 @@ func records() []outcome.Record {
 		EndedAt: time.Date(2026, 3, 4, 5, 6, 9, 0, time.FixedZone("y", 14*3600)),
 		Error:   "boom", DeadLetterSeq: 1 << 60,
 		Result: &outcome.Result{StatusCode: 503, Headers: map[string]string{"Content-Type": "text/plain", "ETag": `"x"`, "Location": "/a?b=1&c=<2>"},
-			Body: []byte("over\x00\xff"), Bytes: 1 << 40, Truncated: true}}
+			Body: []byte("over\x00\xff"), Bytes: 1 << 40, Truncated: true}, BatchID: "b\"1"}
 	recs := []outcome.Record{
 		{},
 		{JobID: "q", Downstream: "d", State: outcome.Queued, AcceptedAt: t0},
@@ -83,6 +83,9 @@ func TestAppendRecordRandom(t *testing.T) {
 		rec := outcome.Record{JobID: str(), Downstream: str(), State: outcome.State(str()), Attempts: rng.IntN(100),
 			AcceptedAt: tm(), NotBefore: tm(), StartedAt: tm(), EndedAt: tm(), Error: str(), DeadLetterSeq: rng.Uint64N(3)}
 		if rng.IntN(2) == 0 {
+			rec.BatchID = str()
+		}
+		if rng.IntN(2) == 0 {
 			rec.Result = &outcome.Result{StatusCode: rng.IntN(600), Headers: map[string]string{str(): str(), str(): str()},
 				Body: []byte(str()), Bytes: rng.IntN(1000), Truncated: rng.IntN(2) == 0}
 		}
@@ -126,7 +129,8 @@ StartedAt time.Time json:"started_at,omitzero"
 EndedAt time.Time json:"ended_at,omitzero"
 Error string json:"error,omitempty"
 DeadLetterSeq uint64 json:"dead_letter_seq,omitempty"
-Result *outcome.Result json:"result,omitempty"`
+Result *outcome.Result json:"result,omitempty"
+BatchID string json:"batch_id,omitempty"`
 	wantResult := `StatusCode int json:"status_code,omitempty"
 Headers map[string]string json:"headers,omitempty"
 Body []uint8 json:"body_base64,omitempty"

@@ -1,0 +1,178 @@
+package shaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/batch"
+	"github.com/shaperd/shaper/shaper/policy"
+	"github.com/shaperd/shaper/shaper/settings"
+)
+
+func batchCfg(rate float64, maxJobs int) LaneSettings {
+	cfg := laneCfg("erp", rate, 1000)
+	cfg.Batch = BatchSettings{MaxJobs: maxJobs, MaxBytes: 1 << 20, Encoding: string(batch.NDJSON)}
+	return cfg
+}
+
+func submitN(t *testing.T, sh *Shaper, downstream string, n int) {
+	t.Helper()
+	for i := range n {
+		if rc := sh.Submit(&queue.Job{Downstream: downstream, ID: fmt.Sprintf("j%02d", i), Payload: []byte("x")}); !rc.Accepted {
+			t.Fatalf("job %d not accepted: %+v", i, rc)
+		}
+	}
+}
+
+// 25 jobs at 2 calls a second with max_jobs 10: three calls, of 10, 10
+// and 5 jobs, 1/rate apart, each job once.
+func TestBatchCallsCarryMaxJobsAtTheCallRate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := newRecSink(nil)
+		h := start(t, Settings{Lanes: []LaneSettings{batchCfg(2, 10)}}, map[string]Sink{"erp": sink})
+		defer h.stop()
+		submitN(t, h.sh, "erp", 25)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		sink.mu.Lock()
+		calls, tries := append([]int(nil), sink.calls...), append([]try(nil), sink.tries...)
+		sink.mu.Unlock()
+		if fmt.Sprint(calls) != "[10 10 5]" {
+			t.Fatalf("calls carried %v jobs; want [10 10 5]", calls)
+		}
+		seen := map[string]bool{}
+		for i, tr := range tries {
+			if seen[tr.id] {
+				t.Errorf("job %s delivered twice", tr.id)
+			}
+			seen[tr.id] = true
+			if call := i / 10; tr.at < time.Duration(call)*500*time.Millisecond {
+				t.Errorf("job %s of call %d started at %v, before the call's slot", tr.id, call, tr.at)
+			}
+		}
+		if st := h.sh.Lanes()[0]; st.EffectiveRate != 2 {
+			t.Errorf("effective rate %v; want 2 calls/s", st.EffectiveRate)
+		}
+	})
+}
+
+// A payload the lane's encoding cannot carry is refused at intake, naming
+// the encoding.
+func TestBatchRefusesAPayloadItsEncodingCannotCarry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Settings{Lanes: []LaneSettings{batchCfg(2, 10)}}, map[string]Sink{"erp": newRecSink(nil)})
+		defer h.stop()
+		rc := h.sh.Submit(&queue.Job{Downstream: "erp", Payload: []byte("two\nlines")})
+		if rc.Accepted || rc.Reason != ReasonBadRequest || !strings.Contains(rc.Err.Error(), "ndjson") {
+			t.Fatalf("receipt %+v (%v); want bad_request naming ndjson", rc, rc.Err)
+		}
+	})
+}
+
+// failSink answers every call with fb and err, noting the attempts of
+// each job.
+type failSink struct {
+	mu       sync.Mutex
+	fb       func(c Call) (Feedback, error)
+	attempts map[string][]int
+}
+
+func (s *failSink) Deliver(context.Context, *queue.Job) (Feedback, error) {
+	return Feedback{}, errors.New("not a batch")
+}
+
+func (s *failSink) DeliverBatch(_ context.Context, c Call) (Feedback, error) {
+	s.mu.Lock()
+	for _, j := range c.Jobs {
+		s.attempts[j.ID] = append(s.attempts[j.ID], j.Attempt)
+	}
+	s.mu.Unlock()
+	return s.fb(c)
+}
+
+// The answer's failures are each job's own: retry false dead-letters that
+// job alone, retry true retries it alone; a 5xx retries every job of the
+// call, and the breaker counts one failure per call.
+func TestBatchAnswersAreEachJobsOwn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		sink := &failSink{attempts: map[string][]int{}, fb: func(c Call) (Feedback, error) {
+			calls++
+			switch calls {
+			case 1:
+				return Feedback{Failed: map[string]batch.Failure{
+					"j00": {JobID: "j00", Error: "bad sku", Retry: false},
+					"j01": {JobID: "j01", Error: "locked", Retry: true}}}, nil
+			case 2:
+				return Feedback{}, errors.New("POST /import: 502 Bad Gateway")
+			}
+			return Feedback{}, nil
+		}}
+		cfg := batchCfg(10, 10)
+		cfg.Retry = RetryPolicy{MaxAttempts: 5, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+		h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"erp": sink})
+		defer h.stop()
+		submitN(t, h.sh, "erp", 3)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		// call 1: j00 failed for good, j01 retried, j02 succeeded.
+		// call 2 (j01): 502, retried. call 3 (j01): succeeded.
+		if got := fmt.Sprint(sink.attempts["j00"], sink.attempts["j01"], sink.attempts["j02"]); got != "[1] [1 2 3] [1]" {
+			t.Fatalf("attempts j00 j01 j02: %s; want [1] [1 2 3] [1]", got)
+		}
+		dls := h.dl.list()
+		if len(dls) != 1 || dls[0].Job.ID != "j00" || !strings.Contains(dls[0].Err, "bad sku") {
+			t.Fatalf("dead letters %+v; want j00 alone, with its error", dls)
+		}
+	})
+}
+
+// A pushback holds every job of the call without using an attempt, and
+// counts once.
+func TestBatchPushbackHoldsTheWholeCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		calls := 0
+		sink := &failSink{attempts: map[string][]int{}, fb: func(c Call) (Feedback, error) {
+			calls++
+			if calls == 1 {
+				return Feedback{}, &policy.PushbackError{RetryAfter: time.Second, Err: errors.New("503")}
+			}
+			return Feedback{}, nil
+		}}
+		h := start(t, Settings{Lanes: []LaneSettings{batchCfg(10, 10)}}, map[string]Sink{"erp": sink})
+		defer h.stop()
+		submitN(t, h.sh, "erp", 4)
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		sink.mu.Lock()
+		defer sink.mu.Unlock()
+		for _, id := range []string{"j00", "j01", "j02", "j03"} {
+			if got := fmt.Sprint(sink.attempts[id]); got != "[1 2]" {
+				t.Errorf("%s tries %s; want [1 2] (the pushed-back call, then the next)", id, got)
+			}
+		}
+		if st := h.sh.Lanes()[0]; st.Pushbacks != 1 {
+			t.Errorf("%d pushbacks counted; want 1 for the call", st.Pushbacks)
+		}
+	})
+}
+
+// The configuration's encodings are the ones package batch encodes.
+func TestBatchEncodingsAreBatchs(t *testing.T) {
+	var names []string
+	for _, e := range batch.Encodings {
+		names = append(names, string(e))
+	}
+	if fmt.Sprint(names) != fmt.Sprint(settings.BatchEncodings) {
+		t.Fatalf("settings.BatchEncodings %v, batch.Encodings %v", settings.BatchEncodings, names)
+	}
+}
