@@ -7,6 +7,7 @@ import (
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper/batch"
 	"github.com/shaperd/shaper/shaper/outcome"
+	"github.com/shaperd/shaper/shaper/pace"
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
@@ -73,10 +74,63 @@ func (l *lane) gather(first *queue.Job, now time.Time) []*queue.Job {
 	return jobs
 }
 
+// lingering is a lane's call waiting for more jobs (Batch.Linger).
+type lingering struct {
+	since time.Time // when the call could first have started
+	until time.Time // when it starts, full or not: since + Linger, or earlier for a job's deadline
+	cost  int       // the queue's cost when it was put back to wait
+}
+
+// lingers reports whether the call of jobs waits for more (Batch.Linger):
+// it carries less than MaxJobs, its linger since it could first start has
+// not run out, and no job of it would start past its deadline for the
+// wait. A call that waits goes back to the queue's front, in its order,
+// and the lane wakes when it runs out, or sooner when jobs arrive
+// (lingerUntil). Requires l.mu.
+func (l *lane) lingers(jobs []*queue.Job, now time.Time) bool {
+	b := l.cfg.Batch
+	cost, size := 0, int64(0)
+	for _, job := range jobs {
+		cost, size = cost+queue.JobCost(job), size+int64(len(job.Payload))
+	}
+	if b.Linger <= 0 || cost >= b.MaxJobs || size >= b.MaxBytes {
+		return false
+	}
+	if l.linger.since.IsZero() {
+		l.linger.since = now
+	}
+	until := l.linger.since.Add(b.Linger)
+	for _, job := range jobs {
+		if !job.Deadline.IsZero() {
+			until = earlier(until, job.Deadline.Add(-pace.CatchUp)) // started before it, scheduler lag included
+		}
+	}
+	if !now.Before(until) {
+		return false
+	}
+	for _, job := range jobs {
+		l.perKey.Finished(job)
+		l.q.RetryLater(job, now, true)
+	}
+	l.linger.until, l.linger.cost = until, l.q.Cost()
+	return true
+}
+
+// lingerUntil is when a lane whose next start is due at at wakes: at, or
+// the end of a call's linger while no job arrived since it began to wait.
+// Requires l.mu.
+func (l *lane) lingerUntil(at time.Time) time.Time {
+	if l.linger.until.After(at) && l.q.Cost() <= l.linger.cost {
+		return l.linger.until
+	}
+	return at
+}
+
 // startCall launches one call carrying jobs on a delivery worker; slot is
 // the schedule position it takes: MaxJobs slots, whatever it carries.
 // Requires l.mu.
 func (l *lane) startCall(jobs []*queue.Job, slot, now time.Time) {
+	l.linger = lingering{}
 	l.sched.Start(slot, l.perCall())
 	l.inflight++
 	c := &Call{ID: newJobID(), Jobs: jobs, Encoding: batch.Encoding(l.cfg.Batch.Encoding)}

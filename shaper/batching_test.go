@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,5 +175,50 @@ func TestBatchEncodingsAreBatchs(t *testing.T) {
 	}
 	if fmt.Sprint(names) != fmt.Sprint(settings.BatchEncodings) {
 		t.Fatalf("settings.BatchEncodings %v, batch.Encodings %v", settings.BatchEncodings, names)
+	}
+}
+
+// linger fills a call from jobs arriving 50 ms apart: the first call
+// waits 200 ms from when it could start and carries the jobs that came
+// meanwhile, not the first alone; a job's max wait cuts the linger short.
+func TestBatchLingerFillsACallWithinMaxWait(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		maxWait time.Duration
+		first   []int         // jobs in the first call (the job sent as the linger ends may be in it or not)
+		at      time.Duration // when it started
+	}{
+		{"linger", 0, []int{4, 5}, 200 * time.Millisecond},
+		// j0's deadline is at 120 ms: the call starts by then, less the
+		// scheduler's catch-up (20 ms), with the jobs come meanwhile.
+		{"max wait", 120 * time.Millisecond, []int{2, 3}, 100 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sink := newRecSink(nil)
+				cfg := batchCfg(2, 10)
+				cfg.Batch.Linger = 200 * time.Millisecond
+				cfg.MaxWait = c.maxWait
+				h := start(t, Settings{Lanes: []LaneSettings{cfg}}, map[string]Sink{"erp": sink})
+				defer h.stop()
+				for i := range 8 {
+					if rc := h.sh.Submit(&queue.Job{Downstream: "erp", ID: fmt.Sprintf("j%d", i), Payload: []byte("x")}); !rc.Accepted {
+						t.Fatalf("job %d: %+v", i, rc)
+					}
+					time.Sleep(50 * time.Millisecond)
+					synctest.Wait()
+				}
+				time.Sleep(2 * time.Second)
+				synctest.Wait()
+				sink.mu.Lock()
+				defer sink.mu.Unlock()
+				if len(sink.calls) == 0 || !slices.Contains(c.first, sink.calls[0]) || sink.tries[0].at != c.at {
+					t.Fatalf("calls %v, the first at %v; want the first with %v jobs at %v", sink.calls, sink.tries[0].at, c.first, c.at)
+				}
+				if n := len(sink.tries); c.maxWait == 0 && n != 8 {
+					t.Fatalf("%d jobs delivered; want 8", n)
+				}
+			})
+		})
 	}
 }

@@ -44,6 +44,7 @@ type lane struct {
 	keys     int       // the queue's Keys when last exported
 	c        counters
 	ovr      Override // what the admin API overrides of the file's values (in cfg already)
+	linger   lingering // a call that waits for more jobs (batching.go)
 	// replayWake is closed by reschedule for replays waiting on this
 	// lane (replay.go); nil while none waits.
 	replayWake chan struct{}
@@ -180,7 +181,11 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 			continue // dropped without consuming the slot
 		}
 		if l.cfg.Batch.On() {
-			l.startCall(l.gather(job, now), later(slot, now.Add(-pace.CatchUp)), now)
+			jobs := l.gather(job, now)
+			if l.lingers(jobs, now) {
+				break
+			}
+			l.startCall(jobs, later(slot, now.Add(-pace.CatchUp)), now)
 		} else {
 			l.start(job, later(slot, now.Add(-pace.CatchUp)), now)
 		}
@@ -263,10 +268,13 @@ func (l *lane) rescheduleWith(now time.Time, g policy.Gate) {
 	}
 	var at time.Time
 	readyAt, ok := l.nextReady()
+	if !ok {
+		l.linger = lingering{} // nothing to wait for
+	}
 	if !l.mayStart(g) {
 		ok = false // an answer or a change reschedules
 	} else if ok {
-		at = l.sched.SlotFor(readyAt, g.NotBefore)
+		at = l.lingerUntil(l.sched.SlotFor(readyAt, g.NotBefore))
 	}
 	// Wake when a policy changes with time alone (a maintenance window
 	// begins or ends), jobs or not, so that what the lane exports follows.

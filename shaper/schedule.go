@@ -8,3 +8,10 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
