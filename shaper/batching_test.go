@@ -23,8 +23,18 @@ func batchCfg(rate float64, maxJobs int) LaneSettings {
 	return cfg
 }
 
+// submitN submits n jobs while downstream is paused, so that they wait
+// for the lane's first call together.
 func submitN(t *testing.T, sh *Shaper, downstream string, n int) {
 	t.Helper()
+	if err := sh.Pause(downstream); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := sh.Resume(downstream); err != nil {
+			t.Fatal(err)
+		}
+	}()
 	for i := range n {
 		if rc := sh.Submit(&queue.Job{Downstream: downstream, ID: fmt.Sprintf("j%02d", i), Payload: []byte("x")}); !rc.Accepted {
 			t.Fatalf("job %d not accepted: %+v", i, rc)

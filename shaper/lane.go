@@ -122,6 +122,7 @@ func (l *lane) kick() { l.kickAt(time.Now()) }
 func (l *lane) kickAt(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.linger.cost = -1 // a call that waits for more may be full now (lingerUntil)
 	l.noteFetched(now) // after a gap: this instance may have taken over
 	g := l.gate(now)
 	if (g.Held || g.NotBefore.After(now)) && !l.s.closing.Load() {
