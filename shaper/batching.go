@@ -145,6 +145,8 @@ func (l *lane) startCall(jobs []*queue.Job, slot, now time.Time) {
 		}
 	}
 	l.m.CallStarted(len(jobs))
+	l.c.calls++
+	l.c.callJobs += uint64(len(jobs))
 	l.s.deliveries.Go(delivery{l: l, sink: l.sink, retry: l.cfg.Retry, call: c, started: now}, now)
 }
 

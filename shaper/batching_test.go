@@ -68,8 +68,9 @@ func TestBatchCallsCarryMaxJobsAtTheCallRate(t *testing.T) {
 				t.Errorf("job %s of call %d started at %v, before the call's slot", tr.id, call, tr.at)
 			}
 		}
-		if st := h.sh.Lanes()[0]; st.EffectiveRate != 2 {
-			t.Errorf("effective rate %v; want 2 calls/s", st.EffectiveRate)
+		st := h.sh.Lanes()[0]
+		if st.EffectiveRate != 2 || st.Batch == nil || *st.Batch != (BatchStatus{MaxJobs: 10, MaxBytes: 1 << 20, Encoding: "ndjson", Calls: 3, Jobs: 25}) {
+			t.Errorf("status: effective rate %v, batch %+v; want 2 calls/s, 3 calls carrying 25 jobs", st.EffectiveRate, st.Batch)
 		}
 	})
 }

@@ -43,7 +43,7 @@ type lane struct {
 	swept    time.Time // last admission-key sweep
 	keys     int       // the queue's Keys when last exported
 	c        counters
-	ovr      Override // what the admin API overrides of the file's values (in cfg already)
+	ovr      Override  // what the admin API overrides of the file's values (in cfg already)
 	linger   lingering // a call that waits for more jobs (batching.go)
 	// replayWake is closed by reschedule for replays waiting on this
 	// lane (replay.go); nil while none waits.
@@ -73,6 +73,7 @@ type counters struct {
 	rejected, dropped                               map[Reason]uint64
 	delivered                                       map[Outcome]uint64 // but success:
 	succeeded                                       uint64             // delivered[OutcomeSuccess]
+	calls, callJobs                                 uint64             // a lane with a batch: calls started, jobs they carried
 }
 
 func newLane(s *Shaper, cfg LaneSettings, sink Sink, adm admission.Admitter, q queue.Roles, now time.Time) *lane {

@@ -56,6 +56,9 @@ type LaneStatus struct {
 	// StoreFull is true while the durable queue's store is out of space:
 	// intake answers unavailable until it takes a job again.
 	StoreFull bool `json:"store_full"`
+	// Batch is the lane's batch (several jobs per call) and its calls so
+	// far; nil for one job per call.
+	Batch *BatchStatus `json:"batch,omitempty"`
 	// AdvertisedQuota is the quota the downstream's rate-limit headers
 	// advertised last (RateLimit-Policy / X-RateLimit-*); nil until one did.
 	AdvertisedQuota *AdvertisedQuota `json:"advertised_quota,omitempty"`
@@ -80,6 +83,18 @@ type LaneStatus struct {
 	// Absent without admission control or with a remote store.
 	AdmissionKeys        *int    `json:"admission_keys,omitempty"`
 	AdmissionKeysEvicted *uint64 `json:"admission_keys_evicted,omitempty"`
+}
+
+// BatchStatus is a lane's batch settings (Rate and Concurrency count
+// calls) and its calls since it was created: Jobs ÷ Calls is the mean
+// jobs per call.
+type BatchStatus struct {
+	MaxJobs       int     `json:"max_jobs"`
+	MaxBytes      int64   `json:"max_bytes"`
+	LingerSeconds float64 `json:"linger_seconds"`
+	Encoding      string  `json:"encoding"`
+	Calls         uint64  `json:"calls"` // calls started
+	Jobs          uint64  `json:"jobs"`  // jobs they carried
 }
 
 // MaintenanceWindow is one occurrence of a lane's maintenance windows.
@@ -117,6 +132,10 @@ func (l *lane) status(now time.Time) LaneStatus {
 		Delivered: clone(l.c.delivered, outcomes),
 	}
 	st.Delivered[OutcomeSuccess] = l.c.succeeded
+	if b := l.cfg.Batch; b.On() {
+		st.Batch = &BatchStatus{MaxJobs: b.MaxJobs, MaxBytes: b.MaxBytes, LingerSeconds: b.Linger.Seconds(), Encoding: b.Encoding,
+			Calls: l.c.calls, Jobs: l.c.callJobs}
+	}
 	if n, delayed, ok := l.countsLocked(now, make([]int, metrics.MaxLevels)); ok {
 		st.Delayed = &delayed
 		if len(n) > 1 {

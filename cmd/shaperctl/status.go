@@ -28,7 +28,7 @@ type statusOptions struct {
 
 // knownColumns are the /v1/downstreams keys shown in fixed columns; every
 // other key is a counter.
-var knownColumns = []string{"name", "rate", "effective_rate", "depth", "capacity", "levels", "delayed", "inflight", "key_concurrency", "paused", "paused_until"}
+var knownColumns = []string{"name", "rate", "effective_rate", "depth", "capacity", "levels", "delayed", "inflight", "key_concurrency", "paused", "paused_until", "batch"}
 
 // counterOrder puts the job lifecycle counters first, in lifecycle order;
 // unknown counters follow alphabetically.
@@ -135,12 +135,20 @@ func renderStatus(w io.Writer, downstreams []map[string]any) error {
 	return tw.Flush()
 }
 
-// rateColumn is "2/s", or "2/s (effective 1.5/s)" when they differ.
+// rateColumn is "2/s", or "2/s (effective 1.5/s)" when they differ;
+// with a batch, the rate counts calls: "2/s calls of ≤100 (mean 87.5)".
 func rateColumn(d map[string]any) string {
 	rate := rateText(d["rate"])
 	if eff, ok := d["effective_rate"]; ok && eff != nil {
 		if e := rateText(eff); e != rate {
 			rate += " (effective " + e + ")"
+		}
+	}
+	if b, ok := d["batch"].(map[string]any); ok {
+		rate += " calls of ≤" + valueText(b["max_jobs"])
+		calls, _ := b["calls"].(float64)
+		if jobs, _ := b["jobs"].(float64); calls > 0 {
+			rate += " (mean " + strconv.FormatFloat(jobs/calls, 'f', 1, 64) + ")"
 		}
 	}
 	return rate

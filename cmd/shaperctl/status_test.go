@@ -13,7 +13,8 @@ const sampleDownstreams = `{"downstreams":[
  {"name":"printer","rate":"2/s","effective_rate":"1.5/s","depth":3,"capacity":10,"inflight":1,"key_concurrency":1,"paused":false,
   "received":15,"accepted":10,"rejected":{"queue_full":5},"dropped":{"expired":0},"started":7,
   "delivered":{"success":6,"failed":1},"retries":2},
- {"name":"erp","rate":50,"depth":0,"capacity":1000,"inflight":0,"key_concurrency":0,"paused":true,"paused_until":"2024-01-01T12:00:03Z"}
+ {"name":"erp","rate":50,"depth":0,"capacity":1000,"inflight":0,"key_concurrency":0,"paused":true,"paused_until":"2024-01-01T12:00:03Z",
+  "batch":{"max_jobs":100,"max_bytes":1048576,"linger_seconds":0.2,"encoding":"ndjson","calls":8,"jobs":700}}
 ]}`
 
 func TestRenderStatus(t *testing.T) {
@@ -31,9 +32,9 @@ func TestRenderStatus(t *testing.T) {
 		t.Fatalf("exit %d, stderr %s", code, stderr)
 	}
 	t.Log("\n" + stdout)
-	want := `NAME     RATE                   QUEUE                INFLIGHT    PAUSED                      COUNTERS
-printer  2/s (effective 1.5/s)  [###-------] 3/10    1 (≤1/key)  no                          received=15 accepted=10 rejected{queue_full=5} dropped=0 started=7 delivered{failed=1,success=6} retries=2
-erp      50/s                   [----------] 0/1000  0           until 2024-01-01T12:00:03Z  -
+	want := `NAME     RATE                            QUEUE                INFLIGHT    PAUSED                      COUNTERS
+printer  2/s (effective 1.5/s)           [###-------] 3/10    1 (≤1/key)  no                          received=15 accepted=10 rejected{queue_full=5} dropped=0 started=7 delivered{failed=1,success=6} retries=2
+erp      50/s calls of ≤100 (mean 87.5)  [----------] 0/1000  0           until 2024-01-01T12:00:03Z  -
 `
 	if stdout != want {
 		t.Errorf("table:\n%s\nwant:\n%s", stdout, want)

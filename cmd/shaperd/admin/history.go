@@ -96,9 +96,10 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 		seen[st.Name] = true
 		rej, drop := sum(st.Rejected), sum(st.Dropped)
 		ok, fail := st.Delivered[shaper.OutcomeSuccess], failures(st)
+		started := startsOf(st)
 		lh := h.lanes[st.Name]
 		if lh == nil {
-			h.lanes[st.Name] = &laneHistory{prevAt: now, prevStarted: st.Started, prevRej: rej, prevD: drop,
+			h.lanes[st.Name] = &laneHistory{prevAt: now, prevStarted: started, prevRej: rej, prevD: drop,
 				prevOK: ok, prevFail: fail, prevRetry: st.Retries, prevTries: st.Tries, prevTrySeconds: st.TrySeconds}
 			h.setAchieved(st.Name, 0)
 			continue
@@ -110,7 +111,7 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 		lh.push(sample{
 			at: now, depth: st.Depth, capacity: st.Capacity, inflight: st.Inflight,
 			rate:      st.Rate,
-			achieved:  perSecond(lh.prevStarted, st.Started, dt),
+			achieved:  perSecond(lh.prevStarted, started, dt),
 			rejected:  perSecond(lh.prevRej, rej, dt),
 			dropped:   perSecond(lh.prevD, drop, dt),
 			succeeded: perSecond(lh.prevOK, ok, dt),
@@ -119,7 +120,7 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 			latency:   meanLatency(lh.prevTries, st.Tries, lh.prevTrySeconds, st.TrySeconds),
 			paused:    st.Paused || st.PushbackUntil != nil,
 		})
-		lh.prevAt, lh.prevStarted, lh.prevRej, lh.prevD = now, st.Started, rej, drop
+		lh.prevAt, lh.prevStarted, lh.prevRej, lh.prevD = now, started, rej, drop
 		lh.prevOK, lh.prevFail, lh.prevRetry = ok, fail, st.Retries
 		lh.prevTries, lh.prevTrySeconds = st.Tries, st.TrySeconds
 		h.setAchieved(st.Name, lh.ring[(lh.head+lh.n-1)%len(lh.ring)].achieved)
@@ -132,6 +133,15 @@ func (h *History) record(now time.Time, lanes []shaper.LaneStatus) {
 			}
 		}
 	}
+}
+
+// startsOf is what st's rate counts: its calls, on a lane with a batch,
+// else its tries started.
+func startsOf(st shaper.LaneStatus) uint64 {
+	if st.Batch != nil {
+		return st.Batch.Calls
+	}
+	return st.Started
 }
 
 func (h *History) setAchieved(name string, v float64) {

@@ -162,6 +162,12 @@ func TestHistoryExportsAchievedRate(t *testing.T) {
 	if got := testutil.ToFloat64(achieved.WithLabelValues("printer")); got != 2 {
 		t.Errorf("achieved = %v, want 2", got)
 	}
+	// With a batch the rate counts calls: 2 calls of 20 jobs in 2 s is 1/s.
+	h.record(t0, []shaper.LaneStatus{{Name: "erp", Started: 100, Batch: &shaper.BatchStatus{MaxJobs: 20, Calls: 5, Jobs: 100}}})
+	h.record(t0.Add(2*time.Second), []shaper.LaneStatus{{Name: "erp", Started: 140, Batch: &shaper.BatchStatus{MaxJobs: 20, Calls: 7, Jobs: 140}}})
+	if got := testutil.ToFloat64(achieved.WithLabelValues("erp")); got != 1 {
+		t.Errorf("achieved with a batch = %v, want 1 call/s", got)
+	}
 	h.record(t0.Add(4*time.Second), nil)
 	if n := testutil.CollectAndCount(achieved); n != 0 {
 		t.Errorf("%d series left after the downstream was removed", n)

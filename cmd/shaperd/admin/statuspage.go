@@ -92,6 +92,7 @@ type statusRow struct {
 	BreakerNote        string
 	MaintText          string // the next maintenance window, as the script's runtimeLines
 	OverrideText       string // what the admin API overrides, as the script's runtimeLines
+	BatchText          string // the batch and its mean jobs per call, as the script's batchText; "" without one
 	Refused            []statusChip
 	Succeeded          uint64
 	Failed             uint64 // delivered failed + dead_lettered, as the script's failures
@@ -127,6 +128,7 @@ func statusRows(lanes []downstreamRow) []statusRow {
 		r.LatencyText = latencyText(st.Tries, st.TrySeconds)
 		r.BreakerClass, r.BreakerText, r.BreakerNote = breakerChip(st)
 		r.MaintText, r.OverrideText = runtimeTexts(st)
+		r.BatchText = batchText(st.Batch)
 		for _, m := range []struct {
 			counts map[shaper.Reason]uint64
 			class  string
@@ -305,4 +307,16 @@ func queueText(st shaper.LaneStatus) string {
 		parts = append(parts, strconv.Itoa(*st.Delayed)+" delayed")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// batchText is the script's batchText.
+func batchText(b *shaper.BatchStatus) string {
+	if b == nil {
+		return ""
+	}
+	s := fmt.Sprintf("calls of ≤%d (%s)", b.MaxJobs, b.Encoding)
+	if b.Calls > 0 {
+		s += fmt.Sprintf(" · mean %.1f jobs", float64(b.Jobs)/float64(b.Calls))
+	}
+	return s
 }

@@ -118,6 +118,15 @@ func TestStatusPageScript(t *testing.T) {
 	if _, _, page := get(t, a.url+"/"); !strings.Contains(page, `<div class="note levels">`+levels+`</div>`) {
 		t.Errorf("the server's rows do not say %q", levels)
 	}
+	if err := a.lanes.edit("zero", func(st *shaper.LaneStatus) {
+		st.Batch = &shaper.BatchStatus{MaxJobs: 10, MaxBytes: 1 << 20, Encoding: "ndjson", Calls: 10, Jobs: 90}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const batch = "calls of ≤10 (ndjson) · mean 9.0 jobs"
+	if _, _, page := get(t, a.url+"/"); strings.Count(page, `<div class="note batch">`+batch+`</div>`) != 1 {
+		t.Errorf("the server's rows do not say %q once", batch)
+	}
 	printerJobs(a)
 	res := runPageScript(t, a)
 	if len(res.Errors) > 0 {
@@ -138,6 +147,9 @@ func TestStatusPageScript(t *testing.T) {
 		}
 		if strings.HasPrefix(row[0], "zero") && !strings.HasPrefix(row[0], "zerostore fullthe store is out of space: new jobs are refused until it has room") {
 			t.Errorf("zero (its store full) drawn %q, want store full", row[0])
+		}
+		if strings.HasPrefix(row[0], "zero") != strings.HasSuffix(row[2], batch) {
+			t.Errorf("%.10s: starts cell %q; want the batch on zero's only", row[0], row[2])
 		}
 		if strings.HasPrefix(row[0], "printer") != strings.HasSuffix(row[1], levels) {
 			t.Errorf("%.10s: queue cell %q; want the levels and delayed jobs on printer's only", row[0], row[1])
