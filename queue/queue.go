@@ -294,6 +294,12 @@ type Settings struct {
 	// sizes what it holds for it: a durable kind fetches more jobs ahead,
 	// so that the drain can pass over a capped key's.
 	KeyConcurrency int
+	// Rate and Concurrency are the lane's drain in jobs: starts per second
+	// and jobs in flight (a lane whose starts carry several jobs counts
+	// them all). A durable kind sizes what it fetches ahead by them; 0
+	// leaves its sizing as it was.
+	Rate        float64
+	Concurrency int
 }
 
 // levelCount is s's number of priority levels, at least 1.

@@ -233,3 +233,50 @@ func TestBatchLingerFillsACallWithinMaxWait(t *testing.T) {
 		})
 	}
 }
+
+// An override of max_jobs applies to the next call, as a new rate does;
+// on a lane without a batch it is refused, naming the key.
+func TestBatchMaxJobsOverride(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := newRecSink(nil)
+		h := start(t, Settings{Lanes: []LaneSettings{batchCfg(2, 10), laneCfg("mail", 2, 10)}},
+			map[string]Sink{"erp": sink, "mail": newRecSink(nil)})
+		defer h.stop()
+		if err := h.sh.SetOverride("erp", Override{MaxJobs: 4}); err != nil {
+			t.Fatal(err)
+		}
+		submitN(t, h.sh, "erp", 10)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		sink.mu.Lock()
+		calls := fmt.Sprint(sink.calls)
+		sink.mu.Unlock()
+		if calls != "[4 4 2]" {
+			t.Errorf("calls carried %s jobs after max_jobs 4; want [4 4 2]", calls)
+		}
+		if st := h.sh.Lanes()[0]; st.Batch == nil || st.Batch.MaxJobs != 4 || st.Override == nil || st.Override.MaxJobs != 4 {
+			t.Errorf("status %+v %+v; want max_jobs 4, overridden", st.Batch, st.Override)
+		}
+		// A reload's max_jobs applies once the override is gone.
+		if err := h.sh.SetOverride("erp", Override{}); err != nil {
+			t.Fatal(err)
+		}
+		cfg := batchCfg(2, 3)
+		if err := h.sh.Apply(Settings{Lanes: []LaneSettings{cfg, laneCfg("mail", 2, 10)}}); err != nil {
+			t.Fatal(err)
+		}
+		submitN(t, h.sh, "erp", 5)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		sink.mu.Lock()
+		calls = fmt.Sprint(sink.calls)
+		sink.mu.Unlock()
+		if calls != "[4 4 2 3 2]" {
+			t.Errorf("calls carried %s jobs; want [4 4 2] then, reloaded with max_jobs 3, [3 2]", calls)
+		}
+		err := h.sh.SetOverride("mail", Override{MaxJobs: 4})
+		if !errors.Is(err, ErrInvalidOverride) || !strings.Contains(err.Error(), "max_jobs") {
+			t.Errorf("max_jobs over a lane without a batch: %v; want ErrInvalidOverride naming max_jobs", err)
+		}
+	})
+}

@@ -111,10 +111,12 @@ func newMemoryQueue(cfg LaneSettings) queue.Roles {
 	return queue.NewBucket(queueSettings(cfg)).Roles()
 }
 
-// queueSettings are cfg's settings for its queue.
+// queueSettings are cfg's settings for its queue; its drain in jobs counts
+// every job of a call (batch.max_jobs).
 func queueSettings(cfg LaneSettings) queue.Settings {
+	n := cfg.Batch.PerCall()
 	return queue.Settings{Capacity: cfg.Capacity, KeyCapacity: cfg.KeyCapacity, Weights: cfg.Weights, MaxBytes: cfg.MaxBytes,
-		Priorities: cfg.Priorities, KeyConcurrency: cfg.KeyConcurrency}
+		Priorities: cfg.Priorities, KeyConcurrency: cfg.KeyConcurrency, Rate: cfg.Rate * float64(n), Concurrency: max(cfg.Concurrency, 1) * n}
 }
 
 // kick reschedules the lane after its queue fetched jobs (a durable kind).

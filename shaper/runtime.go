@@ -36,6 +36,9 @@ func (s *Shaper) SetOverride(name string, o Override) error {
 		if ls.Name != name {
 			continue
 		}
+		if o.MaxJobs != 0 && !ls.Batch.On() {
+			return fmt.Errorf("%w: max_jobs: downstream %q sends one job per call; give it a batch in its config first", ErrInvalidOverride, name)
+		}
 		if _, err := settings.NormalizeLane(o.Over(ls)); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidOverride, err)
 		}

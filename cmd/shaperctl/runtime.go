@@ -15,7 +15,8 @@ import (
 )
 
 // The runtime commands: pause (until resumed, for a duration or until a
-// time), resume, set (override rate, concurrency, capacity) and unset. On
+// time), resume, set (override rate, concurrency, capacity, batch
+// max_jobs) and unset. On
 // a jetstream downstream the daemon keeps the change for every instance.
 
 const runtimeAbout = `Changes a downstream at runtime through the admin API. On a jetstream
@@ -27,6 +28,7 @@ memory downstream it belongs to the instance asked.
   shaperctl pause -downstream printer -until YYYY-MM-DDThh:mm:ssZ  # at most 366 days ahead
   shaperctl resume -downstream printer
   shaperctl set -downstream printer -rate 5/s -concurrency 2 -capacity 50
+  shaperctl set -downstream erp -max-jobs 200       # a downstream with a batch: jobs per call
   shaperctl unset -downstream printer               # back to the config file's values
 ` + adminAuthHelp
 
@@ -35,6 +37,7 @@ type runtimeOptions struct {
 	Downstream            string
 	For, Until, Rate      string
 	Concurrency, Capacity int
+	MaxJobs               int
 	given                 map[string]bool // the flags given, whatever their value
 }
 
@@ -58,7 +61,7 @@ func cmdUnset(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 func runRuntime(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	synopsis := map[string]string{
 		"pause": "-downstream NAME [-for D | -until T]", "resume": "-downstream NAME",
-		"set": "-downstream NAME [-rate R] [-concurrency C] [-capacity K]", "unset": "-downstream NAME",
+		"set": "-downstream NAME [-rate R] [-concurrency C] [-capacity K] [-max-jobs J]", "unset": "-downstream NAME",
 	}[name]
 	fs := newFlagSet(name, synopsis, runtimeAbout, stderr)
 	var o runtimeOptions
@@ -72,6 +75,7 @@ func runRuntime(ctx context.Context, name string, args []string, stdout, stderr 
 		fs.StringVar(&o.Rate, "rate", "", "override the drain `rate` (e.g. 5/s or 120/m)")
 		fs.IntVar(&o.Concurrency, "concurrency", 0, "override the deliveries in flight (`N`)")
 		fs.IntVar(&o.Capacity, "capacity", 0, "override the queue capacity (`N`)")
+		fs.IntVar(&o.MaxJobs, "max-jobs", 0, "override batch.max_jobs, the jobs in one call of a downstream with a batch (`N`)")
 	}
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -142,8 +146,11 @@ func (o runtimeOptions) request(name string) (method, path string, body []byte, 
 	if o.given["capacity"] {
 		req.Capacity = &o.Capacity
 	}
+	if o.given["max-jobs"] {
+		req.MaxJobs = &o.MaxJobs
+	}
 	if req == (api.OverrideBody{}) {
-		return "", "", nil, "give at least one of -rate, -concurrency, -capacity"
+		return "", "", nil, "give at least one of -rate, -concurrency, -capacity, -max-jobs"
 	}
 	body, _ = json.Marshal(req)
 	return http.MethodPatch, base, body, ""

@@ -296,6 +296,10 @@ func (q *Queue) configureLocked(s queue.Settings) {
 	if len(q.pro.srcs.ring) != levels {
 		q.pro.srcs.configure(q.subject, levels)
 	}
+	if s.Rate > 0 { // the lane's drain changed (a rate, concurrency or batch.max_jobs)
+		d := QueueSettings{Rate: s.Rate, Concurrency: max(s.Concurrency, 1)}
+		q.win, q.leaving = windowFor(d), leavingFor(d)
+	}
 	q.pro.weights = s.Weights
 	q.hold.index.configure(s)
 	q.keyConc = s.KeyConcurrency > 0

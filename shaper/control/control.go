@@ -119,6 +119,9 @@ func (c *Control) SetOverride(name string, o shaper.Override, by string) error {
 		if o.Capacity != 0 {
 			s.Override.Capacity = o.Capacity
 		}
+		if o.MaxJobs != 0 {
+			s.Override.MaxJobs = o.MaxJobs
+		}
 	})
 }
 
@@ -224,6 +227,9 @@ func overrideAttrs(o shaper.Override) []any {
 	}
 	if o.Capacity != 0 {
 		attrs = append(attrs, "capacity", o.Capacity)
+	}
+	if o.MaxJobs != 0 {
+		attrs = append(attrs, "max_jobs", o.MaxJobs)
 	}
 	return attrs
 }

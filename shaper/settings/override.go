@@ -7,6 +7,9 @@ type Override struct {
 	Rate        float64 `json:"rate,omitempty"` // starts per second
 	Concurrency int     `json:"concurrency,omitempty"`
 	Capacity    int     `json:"capacity,omitempty"`
+	// MaxJobs overrides batch.max_jobs of a lane with a batch (one
+	// without keeps sending one job per call).
+	MaxJobs int `json:"max_jobs,omitempty"`
 }
 
 // IsZero reports whether o overrides nothing.
@@ -22,6 +25,9 @@ func (o Override) Over(ls Lane) Lane {
 	}
 	if o.Capacity != 0 {
 		ls.Capacity = o.Capacity
+	}
+	if o.MaxJobs != 0 && ls.Batch.On() {
+		ls.Batch.MaxJobs = o.MaxJobs
 	}
 	return ls
 }

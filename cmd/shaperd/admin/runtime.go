@@ -135,8 +135,13 @@ func overridePatch(body []byte) (shaper.Override, error) {
 			errs = append(errs, fmt.Errorf("capacity: must be 1..%d, got %d", config.MaxCapacity, o.Capacity))
 		}
 	}
+	if b.MaxJobs != nil {
+		if o.MaxJobs = *b.MaxJobs; o.MaxJobs < config.MinBatchJobs || o.MaxJobs > config.MaxBatchJobs {
+			errs = append(errs, fmt.Errorf("max_jobs: must be %d..%d, got %d", config.MinBatchJobs, config.MaxBatchJobs, o.MaxJobs))
+		}
+	}
 	if len(errs) == 0 && o.IsZero() {
-		errs = append(errs, errors.New("body: give at least one of rate, concurrency, capacity"))
+		errs = append(errs, errors.New("body: give at least one of rate, concurrency, capacity, max_jobs"))
 	}
 	return o, errors.Join(errs...)
 }
@@ -269,6 +274,9 @@ func (h *handlers) audit(msg string, ds Downstreams, name, by string, before sha
 	}
 	if before.Capacity != after.Capacity {
 		attrs = append(attrs, "capacity", fmt.Sprintf("%d → %d", before.Capacity, after.Capacity))
+	}
+	if b, a := before.Batch, after.Batch; b != nil && a != nil && b.MaxJobs != a.MaxJobs {
+		attrs = append(attrs, "max_jobs", fmt.Sprintf("%d → %d", b.MaxJobs, a.MaxJobs))
 	}
 	h.Logger.Info(msg, attrs...)
 }

@@ -20,6 +20,7 @@ type OverrideBody struct {
 	Capacity    *int    `json:"capacity,omitempty"`
 	Concurrency *int    `json:"concurrency,omitempty"`
 	Rate        *string `json:"rate,omitempty"`
+	MaxJobs     *int    `json:"max_jobs,omitempty"` // batch.max_jobs, of a downstream with a batch
 }
 
 // Change answers a runtime change that was made: the downstream, and
