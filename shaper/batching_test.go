@@ -280,3 +280,25 @@ func TestBatchMaxJobsOverride(t *testing.T) {
 		}
 	})
 }
+
+// Position and eta count calls of max_jobs: at 2 calls/s with max_jobs
+// 10, the jobs 1-10 in the queue start with the next call, 11-20 with the
+// one 500 ms later.
+func TestBatchETACountsCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := start(t, Settings{Lanes: []LaneSettings{batchCfg(2, 10)}}, map[string]Sink{"erp": newRecSink(nil)})
+		defer h.stop()
+		// A first call starts at once and makes the next 500 ms away.
+		if rc := h.sh.Submit(&queue.Job{Downstream: "erp", Payload: []byte("x")}); !rc.Accepted {
+			t.Fatal(rc)
+		}
+		synctest.Wait()
+		for i := 1; i <= 21; i++ {
+			rc := h.sh.Submit(&queue.Job{Downstream: "erp", Payload: []byte("x")})
+			want := time.Duration((i-1)/10)*500*time.Millisecond + 500*time.Millisecond
+			if !rc.Accepted || rc.Position != i || rc.ETA != want {
+				t.Errorf("job %d: position %d, eta %v; want eta %v", i, rc.Position, rc.ETA, want)
+			}
+		}
+	})
+}

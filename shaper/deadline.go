@@ -30,7 +30,16 @@ import (
 // predictStart is when a job with ahead slots of cost before it would
 // start; false while no start is scheduled (see scheduled). Requires l.mu.
 func (l *lane) predictStart(now time.Time, ahead int) (time.Time, bool) {
-	return l.policies.Forecast(later(l.nextStartAt(now), now), time.Duration(ahead)*l.sched.Interval())
+	return l.policies.Forecast(later(l.nextStartAt(now), now), l.drainAhead(ahead))
+}
+
+// drainAhead is how long the cost ahead of a job takes to start: ahead
+// intervals; on a lane with a batch, the whole calls of MaxJobs before
+// the job's (the jobs ahead of it in its own call start with it).
+// Requires l.mu.
+func (l *lane) drainAhead(ahead int) time.Duration {
+	n := l.perCall()
+	return time.Duration(ahead/n*n) * l.sched.Interval()
 }
 
 // checkDeadline rejects job as would_expire when its predicted start passes
