@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -78,29 +77,7 @@ func benchDrain(b *testing.B, backend, outcomes string) {
 }
 
 // fill queues n jobs on subject from 16 producers, each job accepted.
-func fill(b *testing.B, nc *nats.Conn, subject string, n int) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Go(func() {
-			for i := w; i < n; i += 16 {
-				m, err := nc.Request(subject, []byte("job"), 10*time.Second)
-				if err == nil && m.Header.Get("Shaper-Status") != "accepted" {
-					err = fmt.Errorf("job %d: %s", i, m.Data)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
-}
+func fill(b *testing.B, nc *nats.Conn, subject string, n int) { fillWith(b, nc, subject, n, []byte("job")) }
 
 // BenchmarkOutcomesIntake is accepted requests/s, 64 in flight, on both
 // backends with job records off, on, and on with events: what records
