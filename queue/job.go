@@ -49,8 +49,9 @@ type Job struct {
 	// the scheduler started it (Dispatched − Slot is the pacer's lag).
 	Slot, Dispatched time.Time
 	// Batch names the call that carried the try in progress, on a lane
-	// that sends several jobs per call ("" = none; not stored).
-	Batch string
+	// that sends several jobs per call (nil = none; not stored). The jobs
+	// of a call share it; a pointer keeps Job in its allocation size class.
+	Batch *string
 	// Named: a Finder gave ID when it stored the job, and finds the job by
 	// it while it is stored.
 	Named bool
@@ -77,4 +78,13 @@ func readyAt(j *Job, at time.Time) time.Time {
 		return j.NotBefore
 	}
 	return at
+}
+
+// BatchID is the id of the call that carried job's try in progress ("":
+// none).
+func (j *Job) BatchID() string {
+	if j.Batch == nil {
+		return ""
+	}
+	return *j.Batch
 }

@@ -137,7 +137,7 @@ func (l *lane) startCall(jobs []*queue.Job, slot, now time.Time) {
 	l.policies.Started(now, policy.Try{Job: jobs[0]})
 	for _, job := range jobs {
 		job.Attempt++
-		job.Slot, job.Dispatched, job.Batch = slot, now, c.ID
+		job.Slot, job.Dispatched, job.Batch = slot, now, &c.ID
 		l.note(job, outcome.Started, now, told{})
 		l.c.started++
 		if job.Attempt == 1 {

@@ -125,7 +125,7 @@ func (l *lane) countPushback(job *queue.Job, err error, until time.Time) {
 	l.c.pushbacks++
 	l.m.Pushbacks.Inc()
 	l.s.log.Info("downstream pushed back; lane paused", "downstream", l.name,
-		"job_id", job.ID, "attempt", job.Attempt, "batch_id", job.Batch, "until", until, "error", pb.Error())
+		"job_id", job.ID, "attempt", job.Attempt, "batch_id", job.BatchID(), "until", until, "error", pb.Error())
 }
 
 // onProbeFailed puts back the breaker's probe, whose failure reopened the

@@ -223,7 +223,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	l.inflight++
 	l.perKey.Started(job)
 	job.Attempt++
-	job.Slot, job.Dispatched = slot, now
+	job.Slot, job.Dispatched, job.Batch = slot, now, nil
 	l.policies.Started(now, policy.Try{Job: job})
 	l.note(job, outcome.Started, now, told{})
 	l.c.started++ // the started, in-flight and depth series read the lane when scraped

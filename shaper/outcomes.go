@@ -46,7 +46,7 @@ func (l *lane) note(job *queue.Job, st outcome.State, now time.Time, t told) {
 		return
 	}
 	rec := outcome.Record{JobID: job.ID, Downstream: l.name, State: st, Attempts: job.Attempt,
-		AcceptedAt: job.Enqueued, NotBefore: job.NotBefore, Error: t.err, DeadLetterSeq: t.seq, Result: t.result, BatchID: job.Batch}
+		AcceptedAt: job.Enqueued, NotBefore: job.NotBefore, Error: t.err, DeadLetterSeq: t.seq, Result: t.result, BatchID: job.BatchID()}
 	if job.Attempt > 0 {
 		rec.StartedAt = job.Dispatched
 	}
