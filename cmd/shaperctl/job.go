@@ -149,6 +149,9 @@ func renderJob(w io.Writer, rec outcome.Record) error {
 	if rec.Error != "" {
 		fmt.Fprintf(tw, "error:\t%s\n", oneLine(rec.Error, 1<<10))
 	}
+	if rec.BatchID != "" {
+		fmt.Fprintf(tw, "batch:\t%s (the call that carried its last try)\n", rec.BatchID)
+	}
 	if rec.DeadLetterSeq > 0 {
 		fmt.Fprintf(tw, "dead letter:\tseq %d (shaperctl dead show -downstream %s -seq %d)\n", rec.DeadLetterSeq, rec.Downstream, rec.DeadLetterSeq)
 	}

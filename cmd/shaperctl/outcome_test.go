@@ -103,7 +103,7 @@ func TestJob(t *testing.T) {
 	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	rec := outcome.Record{JobID: "j1", Downstream: "pay", State: outcome.Failed, Attempts: 3,
 		AcceptedAt: at, StartedAt: at.Add(2 * time.Second), EndedAt: at.Add(2500 * time.Millisecond),
-		Error: "downstream answered 500 Internal Server Error", DeadLetterSeq: 7,
+		Error: "downstream answered 500 Internal Server Error", DeadLetterSeq: 7, BatchID: "b7",
 		Result: &outcome.Result{StatusCode: 500, Headers: map[string]string{"Content-Type": "text/plain"},
 			Body: []byte("boom"), Bytes: 10, Truncated: true}}
 	statusResponder(t, srv.ClientURL(), rec)
@@ -117,6 +117,7 @@ func TestJob(t *testing.T) {
 	for _, want := range []string{"job id:      j1\n", "state:       failed\n", "attempts:    3\n",
 		"accepted:    2030-01-02T03:04:05Z\n", "ended:       2030-01-02T03:04:07.5Z\n", "took:        2.500s (accepted → ended)\n",
 		"error:       downstream answered 500", "dead letter: seq 7 (shaperctl dead show -downstream pay -seq 7)",
+		"batch:       b7 (the call that carried its last try)\n",
 		"answer:      HTTP 500, 10 bytes\n", "header:      Content-Type: text/plain\n", "body (the first 4 of 10 bytes):\nboom\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("output lacks %q", want)
