@@ -44,6 +44,24 @@ func (l *lane) unstartable(job *queue.Job, now time.Time) bool {
 	return false
 }
 
+// carries reports whether a call in the lane's encoding can carry job,
+// and fails it for good when not. Intake checked every job against the
+// encoding it had then; only a job accepted by the time the lane was created
+// (a durable backlog) or its encoding changed is checked again, so that a
+// reload to an encoding it does not suit fails it alone rather than
+// spoiling its call. Requires l.mu.
+func (l *lane) carries(job *queue.Job) bool {
+	if job.Enqueued.After(l.recheck) {
+		return true
+	}
+	err := batch.Encoding(l.cfg.Batch.Encoding).Check(job.Payload)
+	if err == nil {
+		return true
+	}
+	l.fail(job, &policy.PermanentError{Err: fmt.Errorf("accepted before downstream %s changed its batch encoding: %w", l.name, err)}, nil)
+	return false
+}
+
 // gather takes the jobs of a call that starts with first, in the queue's
 // order, while they fit MaxJobs and MaxBytes; a job that does not fit goes
 // back to the front (as a retry due now, which no try used) and starts the
@@ -59,7 +77,7 @@ func (l *lane) gather(first *queue.Job, now time.Time) []*queue.Job {
 		if !ok {
 			break
 		}
-		if l.unstartable(job, now) {
+		if l.unstartable(job, now) || !l.carries(job) {
 			continue
 		}
 		c, n := queue.JobCost(job), int64(len(job.Payload))

@@ -302,3 +302,40 @@ func TestBatchETACountsCalls(t *testing.T) {
 		}
 	})
 }
+
+// A job queued before its lane took a batch (or changed its encoding)
+// that the encoding cannot carry fails alone when its call is gathered;
+// the rest go in the call.
+func TestBatchEncodingChangeFailsWhatItCannotCarry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := newRecSink(nil)
+		h := start(t, Settings{Lanes: []LaneSettings{laneCfg("erp", 2, 100)}}, map[string]Sink{"erp": sink})
+		defer h.stop()
+		if err := h.sh.Pause("erp"); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{"one", "two\nlines", "three"} {
+			if rc := h.sh.Submit(&queue.Job{Downstream: "erp", ID: p[:3], Payload: []byte(p)}); !rc.Accepted {
+				t.Fatalf("%q: %+v", p, rc)
+			}
+		}
+		if err := h.sh.Apply(Settings{Lanes: []LaneSettings{batchCfg(2, 10)}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.sh.Resume("erp"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		sink.mu.Lock()
+		calls, tries := fmt.Sprint(sink.calls), len(sink.tries)
+		sink.mu.Unlock()
+		if calls != "[2]" || tries != 2 {
+			t.Errorf("calls %s, %d jobs; want one call of the 2 that ndjson carries", calls, tries)
+		}
+		dls := h.dl.list()
+		if len(dls) != 1 || dls[0].Job.ID != "two" || !strings.Contains(dls[0].Err, "ndjson") {
+			t.Errorf("dead letters %+v; want the job with a newline alone, naming ndjson", dls)
+		}
+	})
+}

@@ -45,6 +45,7 @@ type lane struct {
 	c        counters
 	ovr      Override  // what the admin API overrides of the file's values (in cfg already)
 	linger   lingering // a call that waits for more jobs (batching.go)
+	recheck  time.Time // jobs accepted before it are checked against the batch's encoding (carries)
 	// replayWake is closed by reschedule for replays waiting on this
 	// lane (replay.go); nil while none waits.
 	replayWake chan struct{}
@@ -141,6 +142,9 @@ func (l *lane) kickAt(now time.Time) {
 // applies to queued jobs: the next start is the last start plus the new
 // interval. Requires l.mu (or exclusive access).
 func (l *lane) setConfig(cfg LaneSettings, now time.Time) {
+	if cfg.Batch.Encoding != l.cfg.Batch.Encoding {
+		l.recheck = now // jobs accepted before may not suit the new encoding (carries)
+	}
 	l.cfg = cfg
 	l.configurePolicies(cfg)
 	l.setPace(l.gate(now).Rate)
@@ -185,6 +189,9 @@ func (l *lane) runDueLocked(now time.Time) (gone bool) {
 			continue // dropped without consuming the slot
 		}
 		if l.cfg.Batch.On() {
+			if !l.carries(job) {
+				continue
+			}
 			jobs := l.gather(job, now)
 			if l.lingers(jobs, now) {
 				break
