@@ -55,6 +55,9 @@ type Embedded struct {
 	// MaxStore is the server's JetStream file store limit; 0 = the
 	// server's own (a share of the disk).
 	MaxStore ByteSize `mapstructure:"max_store"`
+	// Sync is how the store reaches the disk: "always" (fsync every
+	// write), an interval, or "" for the server's own 2m (sync.go).
+	Sync string `mapstructure:"sync"`
 }
 
 // TLS holds client TLS files (all optional).

@@ -87,6 +87,13 @@ func (c Config) validate(ps *problems) {
 
 func (c Config) validateNATS(v validator) {
 	n := c.NATS
+	if k := "nats.embedded.sync"; v.ok(k) && n.Embedded.Sync != "" {
+		if _, err := ParseSync(n.Embedded.Sync); err != nil {
+			v.add(k, "%s", err.Error())
+		} else if n.URL != "" {
+			v.add(k, "is the embedded server's; with nats.url set, set sync_interval (e.g. always) in the remote server's jetstream block (docs/guarantees.md)")
+		}
+	}
 	if n.URL == "" {
 		v.listen("nats.embedded.listen", n.Embedded.Listen, true)
 		if v.ok("nats.embedded.store_dir") && n.Embedded.StoreDir == "" {

@@ -106,6 +106,8 @@ downstreams:
 			[]string{"-check-config", "-config", "../deploy/example.yaml"}, 2, []string{"nats.tls.ca", `"/nonexistent/ca.pem"`}},
 		{"unreadable creds file stops start-up", []string{"SHAPER_NATS_URL=nats://" + freeAddr(t), "SHAPER_NATS_CREDS=/nonexistent/user.creds"},
 			[]string{"-config", "../deploy/example.yaml"}, 2, []string{"nats.creds", `"/nonexistent/user.creds"`}},
+		{"bad store sync", []string{"SHAPER_NATS_EMBEDDED_SYNC=sometimes"}, []string{"-check-config", "-config", "../deploy/example.yaml"}, 2,
+			[]string{"nats.embedded.sync", `"sometimes" is not a sync mode; write always`}},
 		{"bad batch stops start-up", []string{"SHAPER_DOWNSTREAMS_PRINTER_BATCH_MAX_JOBS=1", "SHAPER_DOWNSTREAMS_PRINTER_BATCH_ENCODING=xml"},
 			[]string{"-config", "../deploy/example.yaml"}, 2,
 			[]string{"downstreams.printer.batch.max_jobs: must be 2..10000, got 1", "downstreams.printer.batch.encoding", "json_array, ndjson or multipart"}},
@@ -256,7 +258,7 @@ func adminRate(t *testing.T, admin string) float64 {
 	return v.Downstreams[0].Rate
 }
 
-func waitFor(t *testing.T, within time.Duration, cond func() bool, what string) {
+func waitFor(t testing.TB, within time.Duration, cond func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {

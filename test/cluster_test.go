@@ -18,12 +18,16 @@ import (
 const failoverBound = 4 * time.Second
 
 // runCluster starts a 3-node JetStream cluster on loopback.
-func runCluster(t *testing.T) []*server.Server {
+func runCluster(t testing.TB) []*server.Server { return runClusterWith(t, nil) }
+
+// runClusterWith is runCluster with each node's options changed by mod
+// (nil: none).
+func runClusterWith(t testing.TB, mod func(*server.Options)) []*server.Server {
 	t.Helper()
 	var srvs []*server.Server
 	for try := 1; srvs == nil; try++ {
 		var err error
-		if srvs, err = startCluster(t); err != nil {
+		if srvs, err = startCluster(t, mod); err != nil {
 			if try == 3 {
 				t.Fatal(err)
 			}
@@ -54,7 +58,7 @@ func runCluster(t *testing.T) []*server.Server {
 // cluster ports. The ports are picked free and released before the nodes
 // bind them, so another test's server may take one first: then the node
 // does not start, the others are stopped, and the error says so.
-func startCluster(t *testing.T) ([]*server.Server, error) {
+func startCluster(t testing.TB, mod func(*server.Options)) ([]*server.Server, error) {
 	t.Helper()
 	ports := make([]int, 3)
 	for i := range ports {
@@ -75,6 +79,9 @@ func startCluster(t *testing.T) ([]*server.Server, error) {
 		opts.ServerName = fmt.Sprint("n", i)
 		opts.Cluster = server.ClusterOpts{Name: "shaper", Host: "127.0.0.1", Port: ports[i]}
 		opts.Routes = server.RoutesFromStr(strings.Join(routes, ","))
+		if mod != nil {
+			mod(&opts)
+		}
 		srv, err := server.NewServer(&opts)
 		if err == nil {
 			go srv.Start()

@@ -43,7 +43,13 @@ func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) 
 	if maxPayload < server.MAX_PAYLOAD_SIZE {
 		maxPayload = server.MAX_PAYLOAD_SIZE
 	}
+	sync, err := config.ParseSync(cfg.NATS.Embedded.Sync)
+	if err != nil {
+		return nil, fmt.Errorf("nats.embedded.sync: %w", err)
+	}
 	opts := &server.Options{
+		SyncAlways:             sync.Always,
+		SyncInterval:           sync.Interval, // 0: the server's own
 		ServerName:             "shaperd-embedded",
 		Host:                   host,
 		Port:                   port,
@@ -70,7 +76,10 @@ func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) 
 		srv.Shutdown()
 		return nil, fmt.Errorf("embedded nats server on %s did not become ready within %s", cfg.NATS.Embedded.Listen, embeddedReadyWithin)
 	}
-	log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATS.Embedded.StoreDir)
+	if jc := srv.JetStreamConfig(); jc != nil { // the mode the store runs with, as the server has it
+		sync = config.StoreSync{Always: jc.SyncAlways, Interval: jc.SyncInterval}
+	}
+	log.Info("embedded NATS server started", "url", srv.ClientURL(), "store_dir", cfg.NATS.Embedded.StoreDir, "store_sync", sync.String())
 	return srv, nil
 }
 

@@ -56,6 +56,7 @@ func (d *Daemon) steps() []step {
 // natsServer starts the embedded NATS server when no URL is configured.
 func (d *Daemon) natsServer(_ context.Context, w *wiring) ([]service.Service, error) {
 	if w.url = w.cfg.NATS.URL; w.url != "" {
+		d.log.Info("NATS is remote: its JetStream store syncs to disk as its sync_interval says (the server's default 2m can lose acknowledged writes in a power failure; set sync_interval: always there for accepted = on disk)")
 		return nil, nil
 	}
 	srv, err := startEmbedded(w.cfg, d.log)
