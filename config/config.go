@@ -12,8 +12,25 @@ type Config struct {
 	Admin         Admin                 `mapstructure:"admin"`
 	Ingress       Ingress               `mapstructure:"ingress"`
 	ShutdownGrace time.Duration         `mapstructure:"shutdown_grace"`
+	Tracing       Tracing               `mapstructure:"tracing"`
 	Downstreams   map[string]Downstream `mapstructure:"downstreams"`
 }
+
+// Tracing shapes the spans shaperd exports when the OpenTelemetry
+// environment turns tracing on (OTEL_EXPORTER_OTLP_ENDPOINT, ...). A
+// change needs a restart.
+type Tracing struct {
+	// Parent is what a job's process span hangs from: producer (a child
+	// of the producer's span, the default) or link (a new trace linked to
+	// it).
+	Parent string `mapstructure:"parent"`
+}
+
+// Values of tracing.parent.
+const (
+	TraceParentProducer = "producer"
+	TraceParentLink     = "link"
+)
 
 // NATS says how to reach NATS; an empty URL starts an embedded server.
 type NATS struct {

@@ -37,6 +37,7 @@ func Defaults() Config {
 			EventsPrefix:  DefaultEventsPrefix,
 		},
 		ShutdownGrace: settings.DefaultShutdownGrace,
+		Tracing:       Tracing{Parent: TraceParentProducer},
 	}
 }
 

@@ -113,7 +113,7 @@ downstreams.printer.sink.nats.request: "maybe" is not true or false (env SHAPER_
 		{"misspelled top-level key", []string{"SHAPER_NATS_URLS=nats://10.0.0.5:4222"},
 			`SHAPER_NATS_URLS: matches no config key; did you mean SHAPER_NATS_URL (nats.url)?`},
 		{"not a key at all", []string{"SHAPER_VERBOSE=1"},
-			`SHAPER_VERBOSE: matches no config key; top-level keys: nats, admin, ingress, shutdown_grace, downstreams (a section's keys follow its name: SHAPER_NATS_URL)`},
+			`SHAPER_VERBOSE: matches no config key; top-level keys: nats, admin, ingress, shutdown_grace, tracing, downstreams (a section's keys follow its name: SHAPER_NATS_URL)`},
 		{"header the file does not name", []string{"SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_HEADERS_X_API_KEY=k"},
 			`SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_HEADERS_X_API_KEY: sets a header the file does not name under downstreams.printer.sink.http.headers; env can override a header there, not add one: write it in the config file`},
 		{"a section, not a key", []string{"SHAPER_DOWNSTREAMS_PRINTER_QUEUE=10"},

@@ -28,7 +28,7 @@ downstreams.scanner.queue.max_bytes: must be 0 (no byte bound) or 64KiB (ingress
 nats.embedded.max_store: must be 0 (the server's own limit) or 1MiB..1048576GiB, got 512KiB (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
 		{"store_too_small", `nats.embedded.max_store: cannot hold the bounds it must keep room for: downstreams.printer.queue.max_bytes 2MiB + dead letters' room 2304KiB (2 downstreams × 1152KiB) + outcomes' room 598KiB (printer 299KiB, scanner 299KiB) + 409KiB for KV buckets + one message of 576KiB for each jetstream queue without queue.max_bytes (scanner) = at least 5935KiB; raise it, or lower the queues' queue.max_bytes or ingress.max_payload, or keep less of the outcomes (a lower outcomes.result_bytes, or outcomes.keep 0) (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
 		{"store_remote", `nats.embedded.max_store: is only used by the embedded server (nats.url empty); remove it, or set the limit on the NATS server or account (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
-		{"unknown_top_key", `shutdown_grase: unknown key; valid keys here: nats, admin, ingress, shutdown_grace, downstreams`},
+		{"unknown_top_key", `shutdown_grase: unknown key; valid keys here: nats, admin, ingress, shutdown_grace, tracing, downstreams`},
 		{"bad_rate", `downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
 		{"bare_rate", `downstreams.printer.rate: "2" is not a rate: it needs a unit; write e.g. 2/s or 2/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)`},
 		{"priorities_bad", `downstreams.printer.queue.priorities: must be 1..10, got 11 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_PRIORITIES)`},
@@ -178,6 +178,7 @@ func TestDefaults(t *testing.T) {
 			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute,
 			StatusPrefix: "shaper.status", EventsPrefix: "shaper.events"},
 		ShutdownGrace: 10 * time.Second,
+		Tracing:       Tracing{Parent: "producer"},
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("Defaults() = %+v, want %+v", d, want)

@@ -16,7 +16,8 @@ import (
 // have passed Validate; ShaperSettings does not check it again. Header names
 // are canonicalized (viper lower-cases keys; HTTP names are case-insensitive).
 func (c Config) ShaperSettings() shaper.Settings {
-	s := shaper.Settings{ShutdownGrace: c.ShutdownGrace}
+	s := shaper.Settings{ShutdownGrace: c.ShutdownGrace,
+		Tracing: shaper.TracingSettings{Link: c.Tracing.Parent == TraceParentLink, SubjectPrefix: c.Ingress.SubjectPrefix}}
 	for _, name := range slices.Sorted(maps.Keys(c.Downstreams)) {
 		d := c.Downstreams[name]
 		s.Lanes = append(s.Lanes, shaper.LaneSettings{
@@ -108,7 +109,7 @@ func RestartRequired(old, next Config) []string {
 
 func restartKey(path string) bool {
 	switch path {
-	case "ingress.subject_prefix", "ingress.queue_group", "ingress.status_prefix", "ingress.events_prefix":
+	case "ingress.subject_prefix", "ingress.queue_group", "ingress.status_prefix", "ingress.events_prefix", "tracing.parent":
 		return true
 	}
 	return strings.HasPrefix(path, "nats.") || strings.HasPrefix(path, "admin.")

@@ -25,7 +25,7 @@ func TestShaperSettings(t *testing.T) {
 	}
 	on := policy.BreakerSettings{Failures: 5, OpenFor: 5 * time.Second, MaxOpenFor: 5 * time.Minute} // the default
 	want := shaper.Settings{
-		ShutdownGrace: 10 * time.Second,
+		ShutdownGrace: 10 * time.Second, Tracing: settings.Tracing{SubjectPrefix: "shaper.jobs"},
 		Lanes: []shaper.LaneSettings{
 			{
 				Name: "legacy-erp", Rate: 2, Concurrency: 1, Capacity: 100,

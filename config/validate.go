@@ -60,6 +60,9 @@ func (c Config) validate(ps *problems) {
 	v.size("ingress.max_payload", c.Ingress.MaxPayload, 1, MaxPayload)
 	v.duration("ingress.dedupe_window", c.Ingress.DedupeWindow, time.Second, 24*time.Hour)
 	v.duration("shutdown_grace", c.ShutdownGrace, 0, time.Hour)
+	if k := "tracing.parent"; v.ok(k) && c.Tracing.Parent != TraceParentProducer && c.Tracing.Parent != TraceParentLink {
+		v.add(k, "%q is not a span parent; use producer (a child of the producer's span) or link (a new trace linked to it)", c.Tracing.Parent)
+	}
 	names := slices.Sorted(maps.Keys(c.Downstreams))
 	envOwner := map[string]string{}
 	for _, name := range names {

@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -165,12 +166,13 @@ func (l *lane) startCall(jobs []*queue.Job, slot, now time.Time) {
 	l.m.CallStarted(len(jobs))
 	l.c.calls++
 	l.c.callJobs += uint64(len(jobs))
-	l.s.deliveries.Go(delivery{l: l, sink: l.sink, retry: l.cfg.Retry, call: c, started: now}, now)
+	l.s.deliveries.Go(delivery{l: l, sink: l.sink, retry: l.cfg.Retry, call: c, ctx: l.traceStart(now, jobs[0], c), started: now}, now)
 }
 
 // deliverCall runs one call on a delivery worker and books its answer.
-func (l *lane) deliverCall(sink Sink, retry RetryPolicy, c *Call, started time.Time) {
-	fb, err := sink.DeliverBatch(l.s.deliveries.Context(), *c)
+func (l *lane) deliverCall(ctx context.Context, sink Sink, retry RetryPolicy, c *Call, started time.Time) {
+	fb, err := sink.DeliverBatch(ctx, *c)
+	endSpan(ctx, err)
 	done := time.Now()
 	l.m.Duration.Observe(done.Sub(started).Seconds())
 	if l.finishCall(c, fb, err, retry, done) {

@@ -131,4 +131,5 @@ type (
 	NATSSinkSpec     = settings.NATSSink
 	OutcomeSettings  = settings.Outcomes
 	BatchSettings    = settings.Batch
+	TracingSettings  = settings.Tracing
 )

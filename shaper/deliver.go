@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,9 +12,12 @@ import (
 	"github.com/shaperd/shaper/shaper/policy"
 )
 
-// deliver runs one try of job on a delivery worker and books the outcome.
-func (l *lane) deliver(sink Sink, retry RetryPolicy, job *queue.Job, started time.Time) {
-	fb, err := sink.Deliver(l.s.deliveries.Context(), job)
+// deliver runs one try of job on a delivery worker, under ctx (the
+// deliveries' context, or a child carrying the try's span), and books the
+// outcome.
+func (l *lane) deliver(ctx context.Context, sink Sink, retry RetryPolicy, job *queue.Job, started time.Time) {
+	fb, err := sink.Deliver(ctx, job)
+	endSpan(ctx, err)
 	done := time.Now()
 	l.m.Duration.Observe(done.Sub(started).Seconds())
 	if l.finish(job, fb, err, retry, done) {

@@ -237,7 +237,7 @@ func (l *lane) start(job *queue.Job, slot, now time.Time) {
 	if job.Attempt == 1 {
 		l.m.Wait.Observe(now.Sub(later(job.Enqueued, job.NotBefore)).Seconds()) // a delayed job waits from its instant
 	}
-	l.s.deliveries.Go(delivery{l: l, sink: l.sink, retry: l.cfg.Retry, job: job, started: now}, now)
+	l.s.deliveries.Go(delivery{l: l, sink: l.sink, retry: l.cfg.Retry, job: job, ctx: l.traceStart(now, job, nil), started: now}, now)
 }
 
 // expired drops job as expired when it cannot start by its deadline at now.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -52,6 +53,10 @@ type Deps struct {
 	// (LaneSettings.Outcomes); nil = no lane keeps any. Run starts and
 	// stops it.
 	Outcomes *outcome.Book
+	// Tracer exports a span per job start and, through the sinks, per
+	// try (package tracing); nil = tracing off: nothing is exported and a
+	// job's trace headers are only passed on.
+	Tracer trace.Tracer
 	// NewJobID gives a job offered without an ID its ID, unless its
 	// lane's queue names the jobs it stores (queue.Finder); nil = 128
 	// random bits in hex.
@@ -90,7 +95,9 @@ type Shaper struct {
 	dl         *dlWorker
 	keeper     *keep.Keeper         // nil without Deps.Rates
 	deliveries *pool.Pool[delivery] // runs the tries (package pool; the task: workers.go)
-	remote     *pool.Bounded        // remote admission decisions in flight (remote_async.go)
+	tracer     trace.Tracer         // nil: tracing off (tracing.go)
+	tracing    settings.Tracing
+	remote     *pool.Bounded // remote admission decisions in flight (remote_async.go)
 	services   service.List
 
 	closing atomic.Bool
@@ -107,7 +114,7 @@ func New(s Settings, deps Deps) (*Shaper, error) {
 	}
 	sh := &Shaper{
 		log: deps.Logger, met: deps.Metrics, sinks: deps.Sinks, qs: deps.Queues, adms: deps.Admitters, dlr: deps.DeadLetter, book: deps.Outcomes,
-		newID:  deps.NewJobID,
+		newID: deps.NewJobID, tracer: deps.Tracer, tracing: s.Tracing,
 		active: map[string]*lane{}, all: map[*lane]struct{}{}, grace: s.ShutdownGrace,
 		sched: wake.New[*lane](), ready: make(chan struct{}),
 	}

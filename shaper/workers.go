@@ -1,6 +1,7 @@
 package shaper
 
 import (
+	"context"
 	"time"
 
 	"github.com/shaperd/shaper/queue"
@@ -14,15 +15,20 @@ type delivery struct {
 	sink    Sink
 	retry   RetryPolicy
 	job     *queue.Job
-	call    *Call // nil: one job
+	call    *Call           // nil: one job
+	ctx     context.Context // the try's span's (tracing on); nil: the deliveries' own
 	started time.Time
 }
 
 // runDelivery runs d on a delivery worker.
 func runDelivery(d delivery) {
+	ctx := d.ctx
+	if ctx == nil {
+		ctx = d.l.s.deliveries.Context()
+	}
 	if d.call != nil {
-		d.l.deliverCall(d.sink, d.retry, d.call, d.started)
+		d.l.deliverCall(ctx, d.sink, d.retry, d.call, d.started)
 		return
 	}
-	d.l.deliver(d.sink, d.retry, d.job, d.started)
+	d.l.deliver(ctx, d.sink, d.retry, d.job, d.started)
 }

@@ -24,6 +24,13 @@ type proc struct {
 // free loopback address) and waits until /readyz says ready.
 func startShaperd(t *testing.T, yaml string) *proc {
 	t.Helper()
+	return startShaperdEnv(t, yaml, nil)
+}
+
+// startShaperdEnv is startShaperd with env added to the process's
+// environment.
+func startShaperdEnv(t *testing.T, yaml string, env []string) *proc {
+	t.Helper()
 	// freeAddr's port is free when picked, but another process on a busy
 	// machine may bind it before shaperd does: then shaperd exits at once
 	// and a new port is tried.
@@ -33,7 +40,7 @@ func startShaperd(t *testing.T, yaml string) *proc {
 		if err := os.WriteFile(path, []byte(strings.ReplaceAll(yaml, "%ADMIN%", addr)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		p, err := runShaperdFile(t, path, addr)
+		p, err := runShaperdEnv(t, path, addr, 20*time.Second, env)
 		if err == nil {
 			return p
 		}
@@ -65,8 +72,18 @@ func runShaperdFile(t *testing.T, path, adminAddr string) (*proc, error) {
 // runShaperdWithin is runShaperdFile waiting up to within for ready.
 func runShaperdWithin(t *testing.T, path, adminAddr string, within time.Duration) (*proc, error) {
 	t.Helper()
+	return runShaperdEnv(t, path, adminAddr, within, nil)
+}
+
+// runShaperdEnv is runShaperdWithin with env added to the process's
+// environment.
+func runShaperdEnv(t *testing.T, path, adminAddr string, within time.Duration, env []string) (*proc, error) {
+	t.Helper()
 	p := &proc{cmd: exec.Command(shaperdBinary(t), "-config", path), admin: "http://" + adminAddr,
 		exited: make(chan error, 1), stderr: &syncBuffer{}}
+	if env != nil {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

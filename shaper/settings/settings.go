@@ -20,6 +20,19 @@ import (
 type Shaper struct {
 	Lanes         []Lane
 	ShutdownGrace time.Duration // in-flight deliveries get this long at shutdown; 0 = 10s
+	// Tracing names the spans a lane exports when the shaper has a tracer
+	// (shaper.Deps.Tracer).
+	Tracing Tracing
+}
+
+// Tracing shapes the spans of a job's start (tracing.parent).
+type Tracing struct {
+	// Link starts a job's process span in a new trace linked to the
+	// producer's span; false makes it a child of the producer's span.
+	Link bool
+	// SubjectPrefix is the intake's subject prefix (ingress.subject_prefix):
+	// a span names the job's subject, <prefix>.<downstream>.
+	SubjectPrefix string
 }
 
 // Lane configures one downstream (shaper.LaneSettings).

@@ -32,9 +32,10 @@ const (
 // HTTPSink delivers jobs as HTTP requests (docs/protocol.md "Delivery to a downstream"):
 // the payload is the body; the configured headers are sent, then
 // Shaper-Job-Id, Shaper-Attempt and Idempotency-Key (the job ID, the same on
-// every try). Of the producer's headers only Content-Type is passed on: the
-// others were addressed to the shaper (e.g. the admission key) and must not
-// leak to the downstream.
+// every try). Of the producer's headers only Content-Type and the W3C trace
+// context (traceparent, tracestate, baggage) are passed on: the others
+// were addressed to the shaper (e.g. the admission key) and must not leak
+// to the downstream.
 //
 // Responses: 2xx = done; 429 or 503 with a valid Retry-After (seconds or an
 // HTTP-date), or without one but with rate-limit headers saying nothing is
@@ -99,6 +100,7 @@ func (s *HTTPSink) Deliver(ctx context.Context, job *queue.Job) (shaper.Feedback
 		if ct := job.Header.Get(hdrContentType); ct != "" && h.Get(hdrContentType) == "" {
 			h.Set(hdrContentType, ct)
 		}
+		passTrace(job.Header, h)
 		h.Set(hdrJobID, job.ID)
 		h.Set(hdrAttempt, strconv.Itoa(job.Attempt))
 		h.Set(hdrIdemKey, job.ID)
@@ -123,6 +125,27 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, c shaper.Call) (shaper.Feed
 			h[k] = vs
 		}
 	}, true)
+}
+
+// traceHeaders are the W3C trace context's headers, passed on from the
+// producer's message to the downstream: the trace goes through the shaper
+// whether or not it exports spans of its own (an exported try's own
+// context replaces traceparent and tracestate: otelhttp injects it).
+var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
+
+// passTrace copies the trace context of the producer's headers from (as
+// a NATS message has them: any case) to h.
+func passTrace(from, h http.Header) {
+	if len(from) == 0 {
+		return
+	}
+	for k, vs := range from {
+		for _, name := range traceHeaders {
+			if len(k) == len(name) && strings.EqualFold(k, name) {
+				h[http.CanonicalHeaderKey(name)] = vs
+			}
+		}
+	}
 }
 
 // maxBatchAnswer bounds the bytes of a call's 2xx answer read for the

@@ -162,10 +162,10 @@ func TestNewHTTPSinkValidates(t *testing.T) {
 			t.Errorf("NewHTTPSink(%q) succeeded", u)
 		}
 	}
-	if _, err := For(nil)(shaper.LaneSettings{Name: "n", Sink: shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{}}}); err == nil {
-		t.Error("For(nil)(NATS spec) succeeded")
+	if _, err := For(nil, nil)(shaper.LaneSettings{Name: "n", Sink: shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{}}}); err == nil {
+		t.Error("For(nil, nil)(NATS spec) succeeded")
 	}
-	s, err := For(nil)(shaper.LaneSettings{Name: "n", Concurrency: 100, Sink: shaper.SinkSpec{HTTP: &shaper.HTTPSinkSpec{URL: "http://x"}}})
+	s, err := For(nil, nil)(shaper.LaneSettings{Name: "n", Concurrency: 100, Sink: shaper.SinkSpec{HTTP: &shaper.HTTPSinkSpec{URL: "http://x"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,18 +148,18 @@ func TestHTTPSinkNoResult(t *testing.T) {
 func TestForResults(t *testing.T) {
 	lane := shaper.LaneSettings{Name: "n", Sink: shaper.SinkSpec{HTTP: &shaper.HTTPSinkSpec{URL: "http://x"}}}
 	lane.Outcomes.ResultBytes = 64 << 10
-	s := must(For(nil)(lane))
+	s := must(For(nil, nil)(lane))
 	if hs := s.(*HTTPSink); hs.spec.Results {
 		t.Errorf("results on for a lane that keeps no records: %+v", hs.spec)
 	}
 	lane.Outcomes.Keep = time.Hour
-	s = must(For(nil)(lane))
+	s = must(For(nil, nil)(lane))
 	if hs := s.(*HTTPSink); !hs.spec.Results || hs.spec.ResultBytes != 64<<10 {
 		t.Errorf("results off for a lane that keeps records: %+v", hs.spec)
 	}
 	for _, n := range []int{-1, MaxResultBytes + 1} {
 		lane.Outcomes.ResultBytes = n
-		if _, err := For(nil)(lane); err == nil || !strings.Contains(err.Error(), "want 0 to") {
+		if _, err := For(nil, nil)(lane); err == nil || !strings.Contains(err.Error(), "want 0 to") {
 			t.Errorf("ResultBytes %d: err = %v, want the valid range", n, err)
 		}
 	}
@@ -207,7 +207,7 @@ func TestNATSSinkResult(t *testing.T) {
 			lane := shaper.LaneSettings{Name: "n", Sink: shaper.SinkSpec{NATS: &shaper.NATSSinkSpec{
 				Subject: "print", Request: true, Timeout: 5 * time.Second}}}
 			lane.Outcomes.Keep, lane.Outcomes.ResultBytes = time.Hour, tc.keep
-			fb, err := must(For(nc)(lane)).Deliver(context.Background(), testJob())
+			fb, err := must(For(nc, nil)(lane)).Deliver(context.Background(), testJob())
 			if err != nil {
 				t.Fatalf("Deliver: %v", err)
 			}

@@ -4,8 +4,11 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/shaper"
+	"github.com/shaperd/shaper/shaper/tracing"
 )
 
 // For returns the shaper's sink builder (shaper.Deps.Sinks): an HTTPSink
@@ -14,7 +17,10 @@ import (
 // no lane has one). A lane that keeps records (ls.Outcomes.On()) gets a
 // sink that returns each answer, up to ls.Outcomes.ResultBytes of its
 // body.
-func For(nc *nats.Conn) func(shaper.LaneSettings) (shaper.Sink, error) {
+//
+// With tp (tracing on) an HTTP sink's every try is a CLIENT span (otelhttp)
+// whose context the downstream receives; nil: none.
+func For(nc *nats.Conn, tp trace.TracerProvider) func(shaper.LaneSettings) (shaper.Sink, error) {
 	return func(ls shaper.LaneSettings) (shaper.Sink, error) {
 		results, keep := ls.Outcomes.On(), ls.Outcomes.ResultBytes
 		switch {
@@ -33,7 +39,12 @@ func For(nc *nats.Conn) func(shaper.LaneSettings) (shaper.Sink, error) {
 				spec.MaxIdleConnsPerHost = max(ls.Concurrency, defaultIdleConns)
 			}
 			spec.Results, spec.ResultBytes = results, keep
-			return NewHTTPSink(spec)
+			hs, err := NewHTTPSink(spec)
+			if err == nil && tp != nil {
+				hs.client.Transport = otelhttp.NewTransport(hs.client.Transport, otelhttp.WithTracerProvider(tp),
+					otelhttp.WithPropagators(tracing.Propagator))
+			}
+			return hs, err
 		}
 		return nil, fmt.Errorf("downstream %q has no sink", ls.Name)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/cmd/shaperd/admin"
 	"github.com/shaperd/shaper/config"
@@ -20,6 +21,7 @@ import (
 	"github.com/shaperd/shaper/shaper/dedupe"
 	"github.com/shaperd/shaper/shaper/metrics"
 	"github.com/shaperd/shaper/shaper/service"
+	"github.com/shaperd/shaper/shaper/tracing"
 )
 
 // maxDedupeIDs caps the Nats-Msg-Id table (about 100 B per entry).
@@ -36,6 +38,9 @@ type Options struct {
 	// a SIGHUP has no file to read, so the hint for adding a downstream is
 	// a restart with one.
 	NoConfigFile bool
+	// Getenv reads the OpenTelemetry environment (tracing.go); nil:
+	// os.Getenv. Tests set their own.
+	Getenv func(string) string
 }
 
 // Daemon is one shaperd. Create it with New, start it with Run.
@@ -53,6 +58,8 @@ type Daemon struct {
 	cfg config.Config
 	// noFile: started without a config file (Options.NoConfigFile).
 	noFile bool
+	getenv func(string) string  // Options.Getenv
+	tp     trace.TracerProvider // nil: tracing off (tracing.go)
 
 	view atomic.Pointer[view] // what intake reads on every message
 
@@ -86,8 +93,8 @@ func New(cfg config.Config, opts Options) (*Daemon, error) {
 		jobs:    shaper.NewMetrics(opts.Registry),
 		deadMet: deadletter.NewMetrics(opts.Registry),
 		cfg:     cfg,
-		noFile:  opts.NoConfigFile,
-		ready:   make(chan struct{}),
+		noFile:  opts.NoConfigFile, getenv: opts.Getenv,
+		ready: make(chan struct{}),
 	}
 	d.dedupe = dedupe.New(dedupe.Settings{Window: cfg.Ingress.DedupeWindow, MaxIDs: maxDedupeIDs, OnEvict: d.metrics.dedupeEvicted.Inc},
 		func(rc shaper.Receipt) (string, bool) { return rc.JobID, rc.Accepted })
@@ -200,6 +207,7 @@ func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
 // so messages are handled one at a time (the handler does no I/O but the reply).
 func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, rejected *deadletter.Rejected) (*nats.Subscription, error) {
 	in := &intake{
+		tracer:  tracing.Tracer(d.tp),
 		limits:  func() intakeLimits { return d.view.Load().limits },
 		known:   d.known,
 		shaper:  sh,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
@@ -40,24 +41,36 @@ type intake struct {
 	nc       *nats.Conn
 	log      *slog.Logger
 	lastWarn atomic.Int64 // unix nanoseconds of logCause's last warning
+	tracer   trace.Tracer // nil: tracing off (receive spans: tracing.go)
 }
 
 func (in *intake) handle(msg *nats.Msg) {
 	now := time.Now()
 	hdr := http.Header(msg.Header)
+	var span trace.Span // nil: tracing off
+	if in.tracer != nil {
+		span = in.receive(msg, hdr, now)
+	}
 	job, msgID, rej := parseJob(now, in.limits(), msg.Subject, hdr, msg.Data)
 	if rej != nil {
 		in.reject(msg, job, rej)
+		endReceive(span, "rejected", rej.reason, "")
 		return
 	}
 	if msgID != "" && !in.claim(now, msg, job, msgID) {
+		endReceive(span, "duplicate", "", "")
 		return
 	}
 	job.DedupeID = msgID // the shaper gives the job its id
 	// A durable lane answers from its store's acknowledgement, on another
 	// goroutine: handle does not wait, so intake never serialises on the
 	// store's round trip.
-	in.shaper.SubmitFunc(job, func(rc shaper.Receipt) { in.answer(msg, job, msgID, now, rc) })
+	in.shaper.SubmitFunc(job, func(rc shaper.Receipt) {
+		in.answer(msg, job, msgID, now, rc)
+		if span != nil {
+			endReceipt(span, rc)
+		}
+	})
 }
 
 // answer replies to one submission. It may run concurrently with handle

@@ -15,6 +15,7 @@ import (
 	"github.com/shaperd/shaper/shaper/outcome/natsout"
 	"github.com/shaperd/shaper/shaper/service"
 	"github.com/shaperd/shaper/shaper/sink"
+	"github.com/shaperd/shaper/shaper/tracing"
 )
 
 // wiring is what Run's steps build, each from what the steps before it
@@ -48,7 +49,7 @@ type step func(ctx context.Context, w *wiring) ([]service.Service, error)
 // workers, NATS (flushed), the admin server, the embedded NATS server.
 func (d *Daemon) steps() []step {
 	return []step{
-		d.natsServer, d.adminServer, d.natsConn, d.storageStep, d.deadWorkers,
+		d.natsServer, d.adminServer, d.natsConn, d.tracingStep, d.storageStep, d.deadWorkers,
 		d.admissionStep, d.outcomesStep, d.shaperStep, d.statusStep, d.historyStep, d.replaysStep, d.intakeStep,
 	}
 }
@@ -123,8 +124,8 @@ func (d *Daemon) admissionStep(ctx context.Context, w *wiring) ([]service.Servic
 	if err != nil {
 		return nil, err
 	}
-	w.deps = shaper.Deps{Sinks: sink.For(w.nc), DeadLetter: w.dead, Metrics: d.jobs, Logger: d.log,
-		Queues: w.queues, Admitters: admitters, Rates: rates, NewJobID: nuid.Next}
+	w.deps = shaper.Deps{Sinks: sink.For(w.nc, d.tp), DeadLetter: w.dead, Metrics: d.jobs, Logger: d.log,
+		Queues: w.queues, Admitters: admitters, Rates: rates, NewJobID: nuid.Next, Tracer: tracing.Tracer(d.tp)}
 	return []service.Service{&service.Funcs{StopFunc: closeAdmission}}, nil
 }
 
