@@ -128,7 +128,10 @@ func TestTraces(t *testing.T) {
 	t.Parallel()
 	const traceID, producerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	traceparent := "00-" + traceID + "-" + producerSpan + "-01"
-	run := func(t *testing.T, env []string) (hit, string) {
+	// run sends a job with the producer's trace context to pay (an HTTP
+	// sink) and to bus (a NATS sink), and returns the HTTP request, pay's
+	// job id and bus's message.
+	run := func(t *testing.T, env []string) (hit, string, *nats.Msg) {
 		srv := runNATS(t)
 		ds := newDownstream(t)
 		startShaperdEnv(t, fmt.Sprintf(`
@@ -139,38 +142,69 @@ downstreams:
     rate: 20/s
     queue: { capacity: 10, backend: memory }
     sink: { http: { url: %q } }
+  bus:
+    rate: 20/s
+    queue: { capacity: 10, backend: memory }
+    sink: { nats: { subject: out.bus } }
 `, srv.ClientURL(), ds.URL), env)
 		nc, err := nats.Connect(srv.ClientURL())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		m := nats.NewMsg("shaper.jobs.pay")
-		m.Header["traceparent"] = []string{traceparent} // NATS keeps the case a producer sends
-		m.Header["tracestate"] = []string{"vendor=x"}
-		m.Data = []byte("pay 1")
-		resp, err := nc.RequestMsg(m, 5*time.Second)
-		if err != nil || resp.Header.Get("Shaper-Status") != "accepted" {
-			t.Fatalf("send: %v %s", err, resp.Data)
-		}
-		var r reply
-		if err := json.Unmarshal(resp.Data, &r); err != nil {
+		out, err := nc.SubscribeSync("out.bus")
+		if err != nil {
 			t.Fatal(err)
 		}
-		return ds.waitHits(t, 1, 10*time.Second)[0], r.JobID
+		var jobID string
+		for _, ds := range []string{"pay", "bus"} {
+			m := nats.NewMsg("shaper.jobs." + ds)
+			m.Header["traceparent"] = []string{traceparent} // NATS keeps the case a producer sends
+			m.Header["tracestate"] = []string{"vendor=x"}
+			m.Data = []byte("pay 1")
+			resp, err := nc.RequestMsg(m, 5*time.Second)
+			if err != nil || resp.Header.Get("Shaper-Status") != "accepted" {
+				t.Fatalf("send: %v %s", err, resp.Data)
+			}
+			var r reply
+			if err := json.Unmarshal(resp.Data, &r); err != nil {
+				t.Fatal(err)
+			}
+			if ds == "pay" {
+				jobID = r.JobID
+			}
+		}
+		msg, err := out.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds.waitHits(t, 1, 10*time.Second)[0], jobID, msg
 	}
 
 	t.Run("off", func(t *testing.T) {
 		t.Parallel()
-		h, _ := run(t, nil)
+		h, _, m := run(t, nil)
 		if got := h.header.Get("Traceparent"); got != traceparent || h.header.Get("Tracestate") != "vendor=x" {
 			t.Errorf("the downstream got traceparent %q tracestate %q; want the producer's %q", got, h.header.Get("Tracestate"), traceparent)
+		}
+		if got := m.Header.Get("traceparent"); got != traceparent {
+			t.Errorf("the NATS downstream got traceparent %q; want the producer's %q", got, traceparent)
 		}
 	})
 	t.Run("on", func(t *testing.T) {
 		t.Parallel()
 		rcv := newOTLPReceiver(t)
-		h, jobID := run(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_SERVICE_NAME=shaper-it", "OTEL_BSP_SCHEDULE_DELAY=100"})
+		h, jobID, m := run(t, []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rcv.URL, "OTEL_SERVICE_NAME=shaper-it", "OTEL_BSP_SCHEDULE_DELAY=100"})
+		if len(m.Header.Values("traceparent"))+len(m.Header.Values("Traceparent")) != 1 {
+			t.Errorf("the NATS downstream got %v; want one traceparent, shaperd's", m.Header)
+		}
+		np := strings.Split(m.Header.Get("Traceparent"), "-")
+		if len(np) != 4 || np[1] != traceID {
+			t.Fatalf("the NATS downstream got traceparent %q; want one of trace %s", m.Header.Get("Traceparent"), traceID)
+		}
+		if pub, _ := rcv.span(t, np[2]); pub.Kind != tracepb.Span_SPAN_KIND_CLIENT || pub.Name != "publish out.bus" {
+			t.Errorf("the NATS downstream's parent span is %q (%v); want shaperd's CLIENT publish span", pub.Name, pub.Kind)
+		}
 		parts := strings.Split(h.header.Get("Traceparent"), "-")
 		if len(parts) != 4 || parts[1] != traceID {
 			t.Fatalf("the downstream got traceparent %q; want one of trace %s", h.header.Get("Traceparent"), traceID)

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
@@ -14,12 +17,14 @@ import (
 	"github.com/shaperd/shaper/shaper/outcome"
 	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/producer"
+	"github.com/shaperd/shaper/shaper/tracing"
 )
 
 // NATSSink delivers jobs to a NATS subject, by publish or by request.
 type NATSSink struct {
-	nc   *nats.Conn
-	spec shaper.NATSSinkSpec
+	nc     *nats.Conn
+	spec   shaper.NATSSinkSpec
+	tracer trace.Tracer // nil: tracing off
 }
 
 // Deliver publishes the job. With Request set, any reply within the timeout
@@ -66,8 +71,34 @@ func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) (*outcome.Result
 }
 
 // send publishes m, or with Request set sends it as a request and returns
-// the reply (and its Result, with Results set).
+// the reply (and its Result, with Results set). With tracing on, the try
+// is a CLIENT span under ctx's, whose context m carries in place of the
+// producer's.
 func (s *NATSSink) send(ctx context.Context, m *nats.Msg) (*nats.Msg, *outcome.Result, error) {
+	if s.tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
+		var span trace.Span
+		ctx, span = s.tracer.Start(ctx, "publish "+s.spec.Subject, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(tracing.SystemNATS, tracing.KeyOperation.String("publish"), tracing.KeyDestination.String(s.spec.Subject)))
+		for k := range m.Header {
+			for _, name := range traceHeaders {
+				if strings.EqualFold(k, name) {
+					delete(m.Header, k)
+				}
+			}
+		}
+		tracing.Propagator.Inject(ctx, tracing.Header(m.Header))
+		reply, res, err := s.sendUntraced(ctx, m)
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+		return reply, res, err
+	}
+	return s.sendUntraced(ctx, m)
+}
+
+// sendUntraced is send without a span.
+func (s *NATSSink) sendUntraced(ctx context.Context, m *nats.Msg) (*nats.Msg, *outcome.Result, error) {
 	if !s.spec.Request {
 		if err := s.nc.PublishMsg(m); err != nil {
 			return nil, nil, fmt.Errorf("publish to %s: %w", s.spec.Subject, err)

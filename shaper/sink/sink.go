@@ -30,7 +30,7 @@ func For(nc *nats.Conn, tp trace.TracerProvider) func(shaper.LaneSettings) (shap
 			if err := checkResultBytes("nats", spec.ResultBytes); err != nil {
 				return nil, fmt.Errorf("downstream %q: %w", ls.Name, err)
 			}
-			return &NATSSink{nc: nc, spec: spec}, nil
+			return &NATSSink{nc: nc, spec: spec, tracer: tracing.Tracer(tp)}, nil
 		case ls.Sink.NATS != nil:
 			return nil, fmt.Errorf("downstream %q: a NATS sink needs a NATS connection", ls.Name)
 		case ls.Sink.HTTP != nil:
