@@ -46,6 +46,7 @@ type lane struct {
 	ovr      Override  // what the admin API overrides of the file's values (in cfg already)
 	linger   lingering // a call that waits for more jobs (batching.go)
 	recheck  time.Time // jobs accepted before it are checked against the batch's encoding (carries)
+	span     spanNames // the process span's name and fixed attributes (tracing.go)
 	// replayWake is closed by reschedule for replays waiting on this
 	// lane (replay.go); nil while none waits.
 	replayWake chan struct{}

@@ -13,10 +13,16 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/shaperd/shaper/queue"
 	"github.com/shaperd/shaper/shaper"
 	"github.com/shaperd/shaper/shaper/batch"
 	"github.com/shaperd/shaper/shaper/policy"
+	"github.com/shaperd/shaper/shaper/tracing"
 )
 
 // Defaults of an HTTP sink.
@@ -55,6 +61,47 @@ type HTTPSink struct {
 	spec   shaper.HTTPSinkSpec
 	client *http.Client
 	now    func() time.Time // for HTTP-date Retry-After; time.Now
+	tracer trace.Tracer     // nil: tracing off (Traced)
+	span   trace.SpanStartOption
+}
+
+// Traced makes each try a CLIENT span (with the HTTP semantic conventions'
+// method, URL, server address and status code) under the span of the
+// context it is sent with, whose context the downstream receives as its
+// traceparent; tp nil leaves the sink untraced. A plain span rather than
+// otelhttp's transport: that wraps every body and costs 3 times as much
+// of the drain ceiling (BENCHMARKS.md "Traces").
+func (s *HTTPSink) Traced(tp trace.TracerProvider) *HTTPSink {
+	if tp == nil {
+		return s
+	}
+	s.tracer = tracing.Tracer(tp)
+	u, _ := url.Parse(s.spec.URL)
+	s.span = trace.WithAttributes(attribute.String("http.request.method", s.spec.Method), attribute.String("url.full", s.spec.URL),
+		attribute.String("server.address", u.Hostname()))
+	return s
+}
+
+// do sends req, in a CLIENT span when the sink is traced and req's context
+// carries a span.
+func (s *HTTPSink) do(req *http.Request) (*http.Response, error) {
+	if s.tracer == nil || !trace.SpanContextFromContext(req.Context()).IsValid() {
+		return s.client.Do(req)
+	}
+	ctx, span := s.tracer.Start(req.Context(), s.spec.Method, trace.WithSpanKind(trace.SpanKindClient), s.span)
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	resp, err := s.client.Do(req)
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, err.Error())
+	default:
+		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		if resp.StatusCode >= 400 {
+			span.SetStatus(codes.Error, resp.Status)
+		}
+	}
+	span.End()
+	return resp, err
 }
 
 // NewHTTPSink validates spec (an absolute http or https URL, ResultBytes 0
@@ -130,7 +177,7 @@ func (s *HTTPSink) DeliverBatch(ctx context.Context, c shaper.Call) (shaper.Feed
 // traceHeaders are the W3C trace context's headers, passed on from the
 // producer's message to the downstream: the trace goes through the shaper
 // whether or not it exports spans of its own (an exported try's own
-// context replaces traceparent and tracestate: otelhttp injects it).
+// context replaces traceparent and tracestate: Traced injects it).
 var traceHeaders = [...]string{"traceparent", "tracestate", "baggage"}
 
 // passTrace copies the trace context of the producer's headers from (as
@@ -165,7 +212,7 @@ func (s *HTTPSink) send(ctx context.Context, body []byte, set func(http.Header),
 		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
 	}
 	set(req.Header)
-	resp, err := s.client.Do(req)
+	resp, err := s.do(req)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("%s %s: timeout after %s: %w", s.spec.Method, s.spec.URL, s.spec.Timeout, err)

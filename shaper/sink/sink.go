@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/nats-io/nats.go"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/shaper"
@@ -18,8 +17,8 @@ import (
 // sink that returns each answer, up to ls.Outcomes.ResultBytes of its
 // body.
 //
-// With tp (tracing on) an HTTP sink's every try is a CLIENT span (otelhttp)
-// whose context the downstream receives; nil: none.
+// With tp (tracing on) a sink's every try is a CLIENT span whose context
+// the downstream receives; nil: none.
 func For(nc *nats.Conn, tp trace.TracerProvider) func(shaper.LaneSettings) (shaper.Sink, error) {
 	return func(ls shaper.LaneSettings) (shaper.Sink, error) {
 		results, keep := ls.Outcomes.On(), ls.Outcomes.ResultBytes
@@ -40,11 +39,10 @@ func For(nc *nats.Conn, tp trace.TracerProvider) func(shaper.LaneSettings) (shap
 			}
 			spec.Results, spec.ResultBytes = results, keep
 			hs, err := NewHTTPSink(spec)
-			if err == nil && tp != nil {
-				hs.client.Transport = otelhttp.NewTransport(hs.client.Transport, otelhttp.WithTracerProvider(tp),
-					otelhttp.WithPropagators(tracing.Propagator))
+			if err != nil {
+				return nil, err
 			}
-			return hs, err
+			return hs.Traced(tp), nil
 		}
 		return nil, fmt.Errorf("downstream %q has no sink", ls.Name)
 	}

@@ -64,6 +64,17 @@ func Extract(ctx context.Context, hdr http.Header) context.Context {
 	return Propagator.Extract(ctx, Header(hdr))
 }
 
+// Parent returns the span context of hdr's traceparent (invalid: none):
+// what a span's parent or link needs, without the baggage.
+func Parent(hdr http.Header) trace.SpanContext {
+	if len(hdr) == 0 {
+		return trace.SpanContext{}
+	}
+	return trace.SpanContextFromContext(traceContext.Extract(context.Background(), Header(hdr)))
+}
+
+var traceContext propagation.TraceContext
+
 // Env is the OpenTelemetry environment (os.Getenv, or a test's).
 type Env func(string) string
 

@@ -58,7 +58,7 @@ func buildVersion() string {
 // receive starts the receive span of an intake message (tracing on): a
 // CONSUMER span, child of the producer's span when its headers carry one.
 func (in *intake) receive(msg *nats.Msg, hdr http.Header, now time.Time) trace.Span {
-	_, span := in.tracer.Start(tracing.Extract(context.Background(), hdr), "receive "+msg.Subject,
+	_, span := in.tracer.Start(trace.ContextWithRemoteSpanContext(context.Background(), tracing.Parent(hdr)), "receive "+msg.Subject,
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(now),
 		trace.WithAttributes(tracing.SystemNATS, tracing.KeyOperation.String("receive"), tracing.KeyDestination.String(msg.Subject)))
 	return span
