@@ -200,6 +200,10 @@ type Queue struct {
 	// A job whose key is at it waits, keeping its place, while jobs of
 	// other keys start.
 	KeyConcurrency int `mapstructure:"key_concurrency"`
+	// Placement puts a jetstream downstream's stream in one cluster of a
+	// super-cluster, its home region (placement.go); nil: where the
+	// server places it.
+	Placement *Placement `mapstructure:"placement"`
 }
 
 // Admission configures per-key admission control: one limit (Mode, Rate,

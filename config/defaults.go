@@ -105,6 +105,7 @@ func downstreamTemplate() Downstream {
 	d.Sink.HTTP = &HTTPSink{Method: sink.DefaultHTTPMethod, Timeout: sink.DefaultTimeout}
 	d.Sink.NATS = &NATSSink{Timeout: sink.DefaultTimeout}
 	d.Batch = &Batch{MaxBytes: DefaultBatchBytes, Encoding: DefaultBatchEncoding}
+	d.Queue.Placement = &Placement{}
 	return d
 }
 

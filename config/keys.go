@@ -123,3 +123,12 @@ func isSecret(key string) bool {
 	return key == "nats.password" || key == "nats.token" || key == "admin.basic_auth.password_hash" ||
 		strings.Contains(key, ".sink.http.headers.")
 }
+
+// defaultAt is lf's value in root, a template of defaults; the zero value
+// of its type under a section root leaves nil.
+func defaultAt(root reflect.Value, lf leaf) any {
+	if v, ok := lookup(root, lf.index); ok {
+		return v.Interface()
+	}
+	return reflect.Zero(lf.typ).Interface()
+}

@@ -270,8 +270,7 @@ func (l *loader) keys() []string {
 				continue
 			}
 			keys = append(keys, prefix+lf.path)
-			fv, _ := lookup(tmpl, lf.index)
-			l.defaults[prefix+lf.path] = fv.Interface()
+			l.defaults[prefix+lf.path] = defaultAt(tmpl, lf)
 		}
 	}
 	return keys

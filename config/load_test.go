@@ -22,7 +22,7 @@ func TestLoadFailures(t *testing.T) {
 		want string
 	}{
 		{"unknown_key", `downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
-downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay, key_concurrency`},
+downstreams.printer.queue.capasity: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay, key_concurrency, placement`},
 		{"store_bounds", `downstreams.printer.queue.max_bytes: must be 0 (no byte bound) or 64KiB (ingress.max_payload)..1024GiB, got 1KiB (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_MAX_BYTES)
 downstreams.scanner.queue.max_bytes: must be 0 (no byte bound) or 64KiB (ingress.max_payload)..1024GiB, got 2048GiB (env SHAPER_DOWNSTREAMS_SCANNER_QUEUE_MAX_BYTES)
 nats.embedded.max_store: must be 0 (the server's own limit) or 1MiB..1048576GiB, got 512KiB (env SHAPER_NATS_EMBEDDED_MAX_STORE)`},
@@ -65,7 +65,7 @@ nats.jetstream.subject_prefix: "shaper.queue" overlaps ingress.subject_prefix "s
 downstreams.printer.retry.max_attempts: must be 1..100, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_RETRY_MAX_ATTEMPTS)`},
 		{"fractional_concurrency", `downstreams.printer.concurrency: "2.5" is not a whole number (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)`},
 		{"bare_duration", `shutdown_grace: "10" is not a duration: it needs a unit; write e.g. 10s or 10ms (env SHAPER_SHUTDOWN_GRACE)`},
-		{"section_not_mapping", `downstreams.printer.queue: expected a mapping with keys capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay, key_concurrency, got "10"
+		{"section_not_mapping", `downstreams.printer.queue: expected a mapping with keys capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay, key_concurrency, placement, got "10"
 downstreams.printer.rate: required; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
 downstreams.printer.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_PRINTER_SINK_NATS_SUBJECT)`},
 		{"secrets", `nats.password: expected a single value, got a list (env SHAPER_NATS_PASSWORD)
@@ -98,7 +98,7 @@ nats.jetstream.subject_prefix: "shaper.jobs.stored" overlaps ingress.subject_pre
 		{"multi", `admin.listen: "nowhere" is not a listen address; write host:port, e.g. 127.0.0.1:9090 (env SHAPER_ADMIN_LISTEN)
 downstreams.printer.concurrency: must be 1..10000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_CONCURRENCY)
 downstreams.printer.queue.capacity: must be 1..1000000, got 0 (env SHAPER_DOWNSTREAMS_PRINTER_QUEUE_CAPACITY)
-downstreams.printer.queue.max_wiat: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay, key_concurrency
+downstreams.printer.queue.max_wiat: unknown key; valid keys here: capacity, backend, max_wait, max_cost, reject_would_expire, fairness, key_capacity, weights, max_bytes, priorities, max_delay, key_concurrency, placement
 downstreams.printer.rate: "fast" is not a rate; write e.g. 2/s or 120/m (env SHAPER_DOWNSTREAMS_PRINTER_RATE)
 downstreams.printer.sink.http.timeout: "soon" is not a duration; write e.g. 10s, 1m30s or 2h (env SHAPER_DOWNSTREAMS_PRINTER_SINK_HTTP_TIMEOUT)
 downstreams.scanner.sink: required; set sink.http.url or sink.nats.subject (env SHAPER_DOWNSTREAMS_SCANNER_SINK_HTTP_URL or SHAPER_DOWNSTREAMS_SCANNER_SINK_NATS_SUBJECT)

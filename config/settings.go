@@ -42,6 +42,7 @@ func (c Config) ShaperSettings() shaper.Settings {
 			Maintenance: d.maintenance(),
 			Outcomes:    d.Outcomes.settings(),
 			Batch:       d.Batch.settings(),
+			Placement:   d.Queue.Placement.settings(),
 
 			AdmissionStore: d.Admission.store(),
 		})

@@ -52,3 +52,16 @@ func (s StoreSync) String() string {
 	}
 	return "every 2m (the server's default: a power failure can lose acknowledged writes of the last 2 minutes)"
 }
+
+// validateSync checks nats.embedded.sync: a mode ParseSync reads, and only
+// for the embedded server.
+func (c Config) validateSync(v validator) {
+	n := c.NATS
+	if k := "nats.embedded.sync"; v.ok(k) && n.Embedded.Sync != "" {
+		if _, err := ParseSync(n.Embedded.Sync); err != nil {
+			v.add(k, "%s", err.Error())
+		} else if n.URL != "" {
+			v.add(k, "is the embedded server's; with nats.url set, set sync_interval (e.g. always) in the remote server's jetstream block (docs/guarantees.md)")
+		}
+	}
+}

@@ -90,13 +90,7 @@ func (c Config) validate(ps *problems) {
 
 func (c Config) validateNATS(v validator) {
 	n := c.NATS
-	if k := "nats.embedded.sync"; v.ok(k) && n.Embedded.Sync != "" {
-		if _, err := ParseSync(n.Embedded.Sync); err != nil {
-			v.add(k, "%s", err.Error())
-		} else if n.URL != "" {
-			v.add(k, "is the embedded server's; with nats.url set, set sync_interval (e.g. always) in the remote server's jetstream block (docs/guarantees.md)")
-		}
-	}
+	c.validateSync(v)
 	if n.URL == "" {
 		v.listen("nats.embedded.listen", n.Embedded.Listen, true)
 		if v.ok("nats.embedded.store_dir") && n.Embedded.StoreDir == "" {
@@ -208,6 +202,7 @@ func (d Downstream) validate(v validator, p, prefix string) {
 		d.Admission.validate(v, p+"admission.")
 	}
 	d.Batch.validate(v, p+"batch.")
+	d.Queue.Placement.validate(v, p+"queue.", d.Queue.Backend)
 	d.Sink.validate(v, p+"sink", prefix)
 	v.intRange(p+"retry.max_attempts", d.Retry.MaxAttempts, 1, MaxAttempts)
 	v.duration(p+"retry.initial_backoff", d.Retry.InitialBackoff, time.Millisecond, time.Hour)

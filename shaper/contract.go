@@ -132,4 +132,5 @@ type (
 	OutcomeSettings  = settings.Outcomes
 	BatchSettings    = settings.Batch
 	TracingSettings  = settings.Tracing
+	Placement        = settings.Placement
 )

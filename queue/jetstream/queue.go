@@ -106,6 +106,16 @@ type QueueSettings struct {
 	Fairness    bool
 	KeyCapacity int
 	Weights     map[string]int
+	// Placement puts the stream in one cluster of a super-cluster (and on
+	// servers with every tag); nil: where the server places it.
+	Placement *Placement
+}
+
+// Placement is a stream's place in a super-cluster: the cluster named
+// Cluster, servers with every tag of Tags.
+type Placement struct {
+	Cluster string
+	Tags    []string
 }
 
 // Queue returns downstream ls.Name's queue. It does no I/O: the stream and
@@ -115,6 +125,7 @@ func (st *Store) Queue(ls QueueSettings) (*Queue, error) {
 	if ls.Capacity < 1 {
 		return nil, fmt.Errorf("jetstream: capacity must be >= 1, got %d", ls.Capacity)
 	}
+	st.place(ls)
 	q := &Queue{
 		st: st, name: ls.Name, stream: st.StreamName(ls.Name), subject: st.Subject(ls.Name), fair: ls.Fairness,
 		win: windowFor(ls), leaving: leavingFor(ls), share: ls.StoreShare, wake: make(chan struct{}, 1), bounds: ls.bounds(),

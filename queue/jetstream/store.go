@@ -100,6 +100,7 @@ type Store struct {
 	ledger ledgerStore // the hand-backs' bucket, once found or created
 
 	epochs sync.Map // downstream → its stream's epoch (name.go), once ensured
+	places sync.Map // downstream → *natsjs.Placement of its stream (QueueSettings.Placement)
 
 	watchMu  sync.Mutex    // serialises startRecords and Stop
 	watching bool          // the records stream's watch feeds table
@@ -161,6 +162,7 @@ func (st *Store) Ensure(ctx context.Context, queues []QueueSettings) error {
 		}
 	}
 	for _, qs := range queues {
+		st.place(qs)
 		if _, _, err := st.ensure(ctx, qs.Name, qs.bounds()); err != nil {
 			errs = append(errs, err)
 		}
@@ -268,4 +270,21 @@ func (q *Queue) refused(err error) error {
 		return fmt.Errorf("%w: stream %s: %v", queue.ErrNoSpace, q.stream, err)
 	}
 	return fmt.Errorf("store in stream %s: %w", q.stream, err)
+}
+
+// place records where ls's stream lives (its placement, or none).
+func (st *Store) place(ls QueueSettings) {
+	if p := ls.Placement; p != nil && (p.Cluster != "" || len(p.Tags) > 0) {
+		st.places.Store(ls.Name, &natsjs.Placement{Cluster: p.Cluster, Tags: append([]string(nil), p.Tags...)})
+		return
+	}
+	st.places.Delete(ls.Name)
+}
+
+// placementOf is downstream's stream's placement (nil: none).
+func (st *Store) placementOf(downstream string) *natsjs.Placement {
+	if p, ok := st.places.Load(downstream); ok {
+		return p.(*natsjs.Placement)
+	}
+	return nil
 }

@@ -93,6 +93,7 @@ func (st *Store) streamConfig(downstream string, b bounds) natsjs.StreamConfig {
 		Retention:   natsjs.WorkQueuePolicy,
 		Storage:     storage,
 		Replicas:    st.set.Replicas,
+		Placement:   st.placementOf(downstream),
 		MaxMsgs:     int64(b.capacity),
 		MaxBytes:    streamMaxBytes(b.maxBytes),
 		Discard:     natsjs.DiscardNew,

@@ -63,6 +63,9 @@ type Lane struct {
 	// Maintenance are the lane's recurring maintenance windows: no start
 	// inside one (intake goes on). nil = none.
 	Maintenance []policy.Window
+	// Placement places a durable queue's stream (queue.placement); nil:
+	// where the server places it.
+	Placement *Placement
 	// Outcomes are the lane's job records, events and results; the zero
 	// value keeps none.
 	Outcomes Outcomes
@@ -91,6 +94,13 @@ type Outcomes struct {
 
 // On reports whether o keeps records.
 func (o Outcomes) On() bool { return o.Keep > 0 }
+
+// Placement is where a durable queue's stream lives in a super-cluster:
+// in cluster Cluster, on servers with every tag of Tags.
+type Placement struct {
+	Cluster string
+	Tags    []string
+}
 
 // Batch configures a lane whose downstream takes several jobs in one call
 // (downstreams.X.batch): rate and concurrency count calls; capacity and

@@ -129,5 +129,13 @@ func (d *Daemon) queueSettings(ls shaper.LaneSettings) jetstream.QueueSettings {
 	n := ls.Batch.PerCall()
 	return jetstream.QueueSettings{Name: ls.Name, Capacity: ls.Capacity, Rate: ls.Rate * float64(n), Concurrency: ls.Concurrency * n,
 		MaxBytes: ls.MaxBytes, StoreShare: d.shares.queue(ls.Name), Priorities: ls.Priorities, Fairness: ls.Fairness,
-		KeyCapacity: ls.KeyCapacity, Weights: ls.Weights}
+		KeyCapacity: ls.KeyCapacity, Weights: ls.Weights, Placement: placement(ls.Placement)}
+}
+
+// placement is a lane's stream placement as the durable queue takes it.
+func placement(p *shaper.Placement) *jetstream.Placement {
+	if p == nil {
+		return nil
+	}
+	return &jetstream.Placement{Cluster: p.Cluster, Tags: p.Tags}
 }
