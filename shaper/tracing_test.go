@@ -2,16 +2,20 @@ package shaper
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/queue"
+	"github.com/shaperd/shaper/shaper/policy"
 	"github.com/shaperd/shaper/shaper/tracing"
 )
 
@@ -136,6 +140,25 @@ func TestProcessSpanLinks(t *testing.T) {
 		}
 		if got := links["process shaper.jobs.erp"]; len(got) != 2 || got[0] != p1.SpanID() || got[1] != p2.SpanID() {
 			t.Errorf("the call's span links %v; want both jobs' producers %v %v", got, p1.SpanID(), p2.SpanID())
+		}
+	})
+}
+
+// A failed try sets its process span's error status, with the error.
+func TestProcessSpanOfAFailedTry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sink := newRecSink(func(context.Context, *queue.Job) error { return &policy.PermanentError{Err: errors.New("402 payment required")} })
+		set := Settings{Lanes: []LaneSettings{laneCfg("pay", 10, 10)}, Tracing: TracingSettings{SubjectPrefix: "shaper.jobs"}}
+		h, rec, _ := startTraced(t, set, sink)
+		defer h.stop()
+		if rc := h.sh.Submit(&queue.Job{Downstream: "pay", ID: "j1"}); !rc.Accepted {
+			t.Fatal(rc)
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		ended := rec.Ended()
+		if len(ended) != 1 || ended[0].Status().Code != codes.Error || !strings.Contains(ended[0].Status().Description, "402") {
+			t.Fatalf("spans %v; want one process span with an error status naming the answer", ended)
 		}
 	})
 }

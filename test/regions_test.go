@@ -27,7 +27,7 @@ func freePort(t testing.TB) int {
 // runSuperCluster starts a super-cluster of single-node JetStream
 // clusters named names, joined by gateways, and returns its servers in
 // the order of names.
-func runSuperCluster(t *testing.T, names ...string) []*server.Server {
+func runSuperCluster(t testing.TB, names ...string) []*server.Server {
 	t.Helper()
 	gw := make([]int, len(names))
 	for i := range gw {
