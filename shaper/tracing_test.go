@@ -147,7 +147,9 @@ func TestProcessSpanLinks(t *testing.T) {
 // A failed try sets its process span's error status, with the error.
 func TestProcessSpanOfAFailedTry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sink := newRecSink(func(context.Context, *queue.Job) error { return &policy.PermanentError{Err: errors.New("402 payment required")} })
+		sink := newRecSink(func(context.Context, *queue.Job) error {
+			return &policy.PermanentError{Err: errors.New("402 payment required")}
+		})
 		set := Settings{Lanes: []LaneSettings{laneCfg("pay", 10, 10)}, Tracing: TracingSettings{SubjectPrefix: "shaper.jobs"}}
 		h, rec, _ := startTraced(t, set, sink)
 		defer h.stop()

@@ -77,7 +77,9 @@ func benchDrain(b *testing.B, backend, outcomes string) {
 }
 
 // fill queues n jobs on subject from 16 producers, each job accepted.
-func fill(b *testing.B, nc *nats.Conn, subject string, n int) { fillWith(b, nc, subject, n, []byte("job")) }
+func fill(b *testing.B, nc *nats.Conn, subject string, n int) {
+	fillWith(b, nc, subject, n, []byte("job"))
+}
 
 // BenchmarkOutcomesIntake is accepted requests/s, 64 in flight, on both
 // backends with job records off, on, and on with events: what records
