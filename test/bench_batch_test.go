@@ -150,12 +150,18 @@ func benchPost(b *testing.B, url string) {
 
 // fillWith is fill with payload as every job's.
 func fillWith(b *testing.B, nc *nats.Conn, subject string, n int, payload []byte) {
+	fillMsgs(b, nc, n, func(int) *nats.Msg { return &nats.Msg{Subject: subject, Data: payload} })
+}
+
+// fillMsgs sends n jobs, msg(i) each, from 16 producers, each job
+// accepted.
+func fillMsgs(b *testing.B, nc *nats.Conn, n int, msg func(i int) *nats.Msg) {
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for w := range 16 {
 		wg.Go(func() {
 			for i := w; i < n; i += 16 {
-				m, err := nc.Request(subject, payload, 10*time.Second)
+				m, err := nc.RequestMsg(msg(i), 10*time.Second)
 				if err == nil && m.Header.Get("Shaper-Status") != "accepted" {
 					err = fmt.Errorf("job %d: %s", i, m.Data)
 				}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -89,28 +88,10 @@ func tracingRound(b *testing.B, backend string, env func(string) string) {
 // fillTraced queues n jobs on erp from 16 producers, each with a
 // producer's traceparent, each accepted.
 func fillTraced(b *testing.B, in *instance, n int) {
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	for w := range 16 {
-		wg.Go(func() {
-			for i := w; i < n; i += 16 {
-				m := nats.NewMsg("shaper.jobs.erp")
-				m.Header["traceparent"] = []string{fmt.Sprintf("00-4bf92f3577b34da6a3ce929d0e0e%04x-00f067aa0ba902b7-01", i%0xffff)}
-				m.Data = []byte("job")
-				r, err := in.nc.RequestMsg(m, 10*time.Second)
-				if err == nil && r.Header.Get("Shaper-Status") != "accepted" {
-					err = fmt.Errorf("job %d: %s", i, r.Data)
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		b.Fatal(err)
-	}
+	fillMsgs(b, in.nc, n, func(i int) *nats.Msg {
+		m := nats.NewMsg("shaper.jobs.erp")
+		m.Header["traceparent"] = []string{fmt.Sprintf("00-4bf92f3577b34da6a3ce929d0e0e%04x-00f067aa0ba902b7-01", i%0xffff)}
+		m.Data = []byte("job")
+		return m
+	})
 }
