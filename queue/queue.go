@@ -100,6 +100,10 @@ type Memory interface {
 	// DropFront removes front jobs (of each level, and under fairness of
 	// each key) while drop returns true; delayed jobs are not at a front.
 	DropFront(drop func(*Job) bool) []*Job
+	// Withdraw takes back a job Offer placed and nothing took since, as
+	// if it had never been offered (an all-or-nothing offer of several
+	// jobs, one of which did not fit), and reports whether it was held.
+	Withdraw(job *Job) bool
 }
 
 // Shares is the role of a kind with fairness between keys (Fair): each
@@ -211,6 +215,7 @@ type Roles struct {
 	Picker  Picker  // nil: jobs start in order only (no per-key concurrency)
 	Counter Counter // nil: no depth per level (Len only)
 	Finder  Finder  // nil: the lane names jobs; a stored job is found by its record
+	Atomic  Atomic  // nil: no store of several jobs as one (a memory kind's lane places them under one lock)
 }
 
 // Stored reports where an offered job went (Then). A memory kind's is the
@@ -247,6 +252,37 @@ func (s Stored) Then(done func(Placed, error)) {
 	done(s.placed, s.err)
 }
 
+// Atomic is the role of a kind that stores several jobs as one, all or
+// none (a durable kind: the server's atomic batch publish). A memory kind
+// does not play it: its lane places a request's jobs under one lock and
+// takes them back (Withdraw) when one of them does not fit.
+type Atomic interface {
+	// OfferAll stores jobs, in order, all or none, as Offer stores one; the
+	// caller runs the returned StoredAll after releasing its lock. A job
+	// whose DedupeID the store holds already is left out of the rest and
+	// answered Placed.Duplicate, its ID set to the stored job's.
+	OfferAll(jobs []*Job, at time.Time) StoredAll
+	// MaxAll is the most jobs one OfferAll may hold (the store's limit on
+	// one atomic batch).
+	MaxAll() int
+}
+
+// StoredAll reports where an atomic offer's jobs went (Then).
+type StoredAll struct {
+	later func(done func([]Placed, error))
+}
+
+// LaterAll is the StoredAll of a kind that stores elsewhere: Then runs
+// store.
+func LaterAll(store func(done func([]Placed, error))) StoredAll { return StoredAll{later: store} }
+
+// Then calls done exactly once, with one Placed per job in the offer's
+// order, or with an error for all of them (one wrapping ErrFull, or a
+// store's failure), and then none was stored. It may block while the
+// kind's window of unacknowledged stores is full, and calls done from the
+// kind's own goroutine once the store answered.
+func (s StoredAll) Then(done func([]Placed, error)) { s.later(done) }
+
 // Placed is where an accepted job went.
 type Placed struct {
 	// Position is the job's 1-based place in the queue (a durable kind's is
@@ -254,6 +290,9 @@ type Placed struct {
 	Position int
 	// Ahead is the cost that starts before it.
 	Ahead int
+	// Duplicate is set by Atomic.OfferAll for a job whose DedupeID the
+	// store held already (Offer answers ErrDuplicate instead).
+	Duplicate bool
 }
 
 // placed is the Stored of a job a memory kind placed (or refused) at once.

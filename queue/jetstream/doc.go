@@ -217,9 +217,9 @@
 // load many share a round trip (the connection writes what accumulated)
 // and a lone producer's job waits for nothing. Each job is a message of
 // its own, so the stream's refusal (max_msgs, max_bytes, a duplicate
-// Nats-Msg-Id) or a store error answers that job alone; the server's
-// batch publishes are not used (an atomic batch is refused whole for one
-// such job, a fast batch drops duplicates silently).
+// Nats-Msg-Id) or a store error answers that job alone; Offer does not
+// use the server's batch publishes (an atomic batch is refused whole for
+// one such job, a fast batch drops duplicates silently).
 //
 // A job offered without an ID is named by its place (name.go): its id is
 // <epoch>-<seq>, the stream's creation instant (unix milliseconds, base
@@ -243,11 +243,34 @@
 // timer armed for the oldest store, and the PubAck of a stored message
 // read by hand (any other shape through encoding/json).
 //
+// # Atomic intake
+//
+// Queue.OfferAll (queue.Atomic) stores several jobs all or none: one
+// atomic batch (nats-server 2.12+, ADR-50; the stream has allow_atomic,
+// which ensure sets on a previous version's stream too), of at most
+// MaxAtomic (1 000, the server's default max_batch_size) jobs. Its
+// messages are the jobs as Offer encodes them, on the same subjects, with
+// Nats-Batch-Id, Nats-Batch-Sequence and, on the last, Nats-Batch-Commit;
+// they are sent in one burst, and only the commit has a reply subject:
+// the server answers it, with one PubAck for the batch (the last
+// sequence, the count) or one refusal. The server stages the messages
+// and, at the commit, checks every bound (max_msgs, max_bytes, per
+// subject, duplicates) for the whole batch and stores it under sequences
+// in a row, or stores nothing; a batch without its commit (a crash midway)
+// is dropped after the server's batch timeout (10 s by default). The
+// jobs are named and booked from the PubAck as Offer's are. A Nats-Msg-Id
+// the table of records holds (or one repeated within the call) is
+// answered as a duplicate and left out; a batch refused for an id the
+// stream holds (its job is still queued, so it has no record yet) has its
+// ids probed (atomicprobe.go) and is sent again without the duplicates,
+// up to three times. The batch weighs on the publisher's window as that
+// many single stores do.
+//
 // # Rooms
 //
 // Each role has its own type and files: the layout (subjects.go,
 // stream.go, codec.go); job names and Find (name.go); intake, stores pipelined (publish.go, order.go,
-// Store.publish in store.go); the window: its stream, consumer and tokens
+// Store.publish in store.go), atomic batches (atomic.go, atomicprobe.go); the window: its stream, consumer and tokens
 // (window.go), the fetcher, refresh and keep-alive (drain.go), a token's
 // admission and hand-backs (fetched.go), acks held and retries (settle.go,
 // retryroom.go), a job leaving its stream (recordwrite.go); the order

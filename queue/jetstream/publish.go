@@ -65,12 +65,17 @@ type outstanding struct {
 	p     pendingPub
 	sent  time.Time
 	tries int // "no responders" answers so far
+	slots int // of the window: 1, or an atomic batch's messages
 }
 
 // pubAck is what the intake needs of a PubAck.
 type pubAck struct {
 	seq       uint64
 	duplicate bool
+	// batch and count are an atomic batch's: its id and how many messages
+	// it stored, seq being the last one's.
+	batch string
+	count uint64
 }
 
 func newPublisher(nc *nats.Conn, maxPending int, answer func(pendingPub, pubAck, error)) *publisher {
@@ -82,22 +87,26 @@ func newPublisher(nc *nats.Conn, maxPending int, answer func(pendingPub, pubAck,
 // waits up to stallWait for room in the window. The error is the send's
 // (then answer is not called).
 func (pb *publisher) publish(m *nats.Msg, p pendingPub) error {
-	select {
-	case pb.window <- struct{}{}:
-	default:
-		t := time.NewTimer(stallWait)
-		select {
-		case pb.window <- struct{}{}:
-			t.Stop()
-		case <-t.C:
-			return errStalled
-		}
+	return pb.publishAll([]*nats.Msg{m}, p)
+}
+
+// publishAll sends msgs in order, the last awaiting a PubAck for p (an
+// atomic batch: the earlier ones are sent without a reply subject, so the
+// server answers only the commit). The store holds one slot of the window
+// per message, up to the whole window, until it is answered: a batch of n
+// jobs weighs on the window as n stores do. It waits up to stallWait for
+// that room. The error is the send's (then answer is not called).
+func (pb *publisher) publishAll(msgs []*nats.Msg, p pendingPub) error {
+	slots := min(len(msgs), cap(pb.window))
+	if !pb.acquire(slots) {
+		return errStalled
 	}
-	o := &outstanding{msg: m, p: p}
+	m := msgs[len(msgs)-1]
+	o := &outstanding{msg: m, p: p, slots: slots}
 	pb.mu.Lock()
 	if err := pb.startLocked(); err != nil {
 		pb.mu.Unlock()
-		<-pb.window
+		pb.release(slots)
 		return err
 	}
 	token := pb.next
@@ -107,14 +116,49 @@ func (pb *publisher) publish(m *nats.Msg, p pendingPub) error {
 	m.Reply = pb.prefix + strconv.FormatUint(token, 10)
 	pb.armLocked(o.sent)
 	pb.mu.Unlock()
-	if err := pb.nc.PublishMsg(m); err != nil {
-		if pb.take(token) != nil {
-			<-pb.window
-			return err
+	for _, m := range msgs {
+		if err := pb.nc.PublishMsg(m); err != nil {
+			if pb.take(token) != nil {
+				pb.release(slots)
+				return err
+			}
+			return nil // the sweep or a dropped connection answered it meanwhile
 		}
-		// the sweep or a dropped connection answered it meanwhile
 	}
 	return nil
+}
+
+// acquire takes n slots of the window, waiting up to stallWait for them;
+// false: it took none.
+func (pb *publisher) acquire(n int) bool {
+	var t *time.Timer
+	for i := range n {
+		select {
+		case pb.window <- struct{}{}:
+			continue
+		default:
+		}
+		if t == nil {
+			t = time.NewTimer(stallWait)
+		}
+		select {
+		case pb.window <- struct{}{}:
+		case <-t.C:
+			pb.release(i)
+			return false
+		}
+	}
+	if t != nil {
+		t.Stop()
+	}
+	return true
+}
+
+// release frees n slots of the window.
+func (pb *publisher) release(n int) {
+	for range n {
+		<-pb.window
+	}
 }
 
 // startLocked subscribes to the replies and starts watching the
@@ -173,9 +217,9 @@ func (pb *publisher) take(token uint64) *outstanding {
 	return o
 }
 
-// finish frees o's slot and answers it.
+// finish frees o's slots and answers it.
 func (pb *publisher) finish(o *outstanding, a pubAck, err error) {
-	<-pb.window
+	pb.release(o.slots)
 	pb.answer(o.p, a, err)
 }
 
@@ -274,7 +318,8 @@ func (pb *publisher) expire() {
 }
 
 // parsePubAck reads a PubAck: the store's sequence, whether it was a
-// duplicate, or the store's refusal (a *natsjs.APIError).
+// duplicate, an atomic batch's id and count, or the store's refusal (a
+// *natsjs.APIError).
 func parsePubAck(data []byte) (pubAck, error) {
 	if a, ok := parseStored(data); ok {
 		return a, nil
@@ -283,6 +328,8 @@ func parsePubAck(data []byte) (pubAck, error) {
 		Stream    string           `json:"stream"`
 		Seq       uint64           `json:"seq"`
 		Duplicate bool             `json:"duplicate"`
+		Batch     string           `json:"batch"`
+		Count     uint64           `json:"count"`
 		Error     *natsjs.APIError `json:"error"`
 	}
 	switch err := json.Unmarshal(data, &r); {
@@ -293,7 +340,7 @@ func parsePubAck(data []byte) (pubAck, error) {
 	case r.Stream == "":
 		return pubAck{}, natsjs.ErrInvalidJSAck
 	}
-	return pubAck{seq: r.Seq, duplicate: r.Duplicate}, nil
+	return pubAck{seq: r.Seq, duplicate: r.Duplicate, batch: r.Batch, count: r.Count}, nil
 }
 
 // parseStored reads the PubAck of a stored message exactly as the server

@@ -77,10 +77,11 @@ var (
 )
 
 // Roles is the queue with the roles it plays: it settles the jobs it
-// handed out with the stream, fetches in goroutines of its own, and the
-// drain may pass over a key's fetched jobs.
+// handed out with the stream, fetches in goroutines of its own, the drain
+// may pass over a key's fetched jobs, and it stores several jobs as one
+// atomic batch (atomic.go).
 func (q *Queue) Roles() queue.Roles {
-	return queue.Roles{Queue: q, Settler: q, Service: q, Picker: q, Counter: q, Finder: q}
+	return queue.Roles{Queue: q, Settler: q, Service: q, Picker: q, Counter: q, Finder: q, Atomic: q}
 }
 
 // QueueSettings are what a downstream's queue needs of its lane's settings.

@@ -116,6 +116,10 @@ type pendingPub struct {
 	subject string // the job's subject
 	done    func(int, error)
 	epoch   string // the job is named by its place in a stream of this epoch; "" = it has an ID
+	// reply, when set, takes the PubAck instead (an atomic batch's commit,
+	// a probe of a Nats-Msg-Id): on the publisher's goroutine, so it must
+	// not block.
+	reply func(pubAck, error)
 }
 
 // New prepares the backend on nc. It does no I/O.
@@ -223,6 +227,8 @@ func (st *Store) send(q *Queue, job *queue.Job, done func(int, error)) {
 // publisher's reply goroutine (or a timer's): it must not block.
 func (st *Store) answer(p pendingPub, pa pubAck, err error) {
 	switch {
+	case p.reply != nil:
+		p.reply(pa, err)
 	case err != nil:
 		p.done(0, p.q.refused(err))
 	case pa.duplicate:

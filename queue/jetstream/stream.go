@@ -106,6 +106,9 @@ func (st *Store) streamConfig(downstream string, b bounds) natsjs.StreamConfig {
 		// the server bounds each key for every instance and producer.
 		MaxMsgsPerSubject:    streamMaxPerKey(b.perKey),
 		DiscardNewPerSubject: b.perKey > 0,
+		// Queue.OfferAll stores several jobs as one atomic batch
+		// (nats-server 2.12+; an older server ignores it, see atomic.go).
+		AllowAtomicPublish: true,
 	}
 }
 
@@ -202,26 +205,28 @@ func (st *Store) dropLegacyConsumer(ctx context.Context, s natsjs.Stream) error 
 }
 
 // update brings an existing stream's changeable settings to want's: the
-// bounds, message size and duplicate window, and the subjects of the
+// bounds, message size, duplicate window, direct gets and atomic batches
+// (a previous version's stream gains allow_atomic), and the subjects of the
 // previous version's layout (one subject, <SubjectPrefix>.D), which are
 // extended in place (additive: each job stored there keeps its meaning).
 func (st *Store) update(ctx context.Context, s natsjs.Stream, have, want natsjs.StreamConfig) (natsjs.Stream, error) {
 	migrate := !slices.Equal(have.Subjects, want.Subjects)
 	if have.MaxMsgs == want.MaxMsgs && have.MaxBytes == want.MaxBytes && have.MaxMsgSize == want.MaxMsgSize &&
 		have.Duplicates == want.Duplicates && have.MaxMsgsPerSubject == want.MaxMsgsPerSubject &&
-		have.DiscardNewPerSubject == want.DiscardNewPerSubject && have.AllowDirect == want.AllowDirect && !migrate {
+		have.DiscardNewPerSubject == want.DiscardNewPerSubject && have.AllowDirect == want.AllowDirect &&
+		have.AllowAtomicPublish == want.AllowAtomicPublish && !migrate {
 		return s, nil
 	}
 	upd := have
 	upd.MaxMsgs, upd.MaxBytes, upd.MaxMsgSize, upd.Duplicates = want.MaxMsgs, want.MaxBytes, want.MaxMsgSize, want.Duplicates
 	upd.MaxMsgsPerSubject, upd.DiscardNewPerSubject, upd.Subjects = want.MaxMsgsPerSubject, want.DiscardNewPerSubject, want.Subjects
-	upd.AllowDirect = want.AllowDirect
+	upd.AllowDirect, upd.AllowAtomicPublish = want.AllowDirect, want.AllowAtomicPublish
 	rctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	s, err := UpdateKeepingRoom(rctx, st.js, upd, have.MaxBytes, st.log, "jobs")
 	if err != nil {
-		return nil, fmt.Errorf("update stream %s (subjects %v, max_msgs %d, max_bytes %d, max_msgs_per_subject %d, max_msg_size %d, duplicates %s): %w",
-			want.Name, want.Subjects, want.MaxMsgs, want.MaxBytes, want.MaxMsgsPerSubject, want.MaxMsgSize, want.Duplicates, err)
+		return nil, fmt.Errorf("update stream %s (subjects %v, max_msgs %d, max_bytes %d, max_msgs_per_subject %d, max_msg_size %d, duplicates %s, allow_atomic %t): %w",
+			want.Name, want.Subjects, want.MaxMsgs, want.MaxBytes, want.MaxMsgsPerSubject, want.MaxMsgSize, want.Duplicates, want.AllowAtomicPublish, err)
 	}
 	if migrate {
 		st.log.Info("jetstream queue stream migrated to the layout of priorities, delays and fairness: its jobs keep their meaning",
