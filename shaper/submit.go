@@ -268,6 +268,15 @@ func (l *lane) admitted(job *queue.Job, rc Receipt, dec admission.Answer) (Recei
 // enqueue stamps an admitted job and offers it to the queue. A delayed
 // job's max wait counts from its instant. Requires l.mu.
 func (l *lane) enqueue(now time.Time, job *queue.Job) queue.Stored {
+	l.stamp(now, job)
+	stored := l.q.Offer(job, now)
+	l.reschedule(now)
+	return stored
+}
+
+// stamp sets what a job offered at now carries into its queue: its
+// enqueue time, no tries yet, and its deadline. Requires l.mu.
+func (l *lane) stamp(now time.Time, job *queue.Job) {
 	job.Enqueued, job.Attempt, job.Failures = now, 0, 0
 	if !job.NotBefore.After(now) {
 		job.NotBefore = time.Time{} // an instant already past: no delay
@@ -276,9 +285,6 @@ func (l *lane) enqueue(now time.Time, job *queue.Job) queue.Stored {
 	if wait := cmp0(job.MaxWait, l.cfg.MaxWait); wait > 0 {
 		job.Deadline = later(now, job.NotBefore).Add(wait)
 	}
-	stored := l.q.Offer(job, now)
-	l.reschedule(now)
-	return stored
 }
 
 // stored books the queue's answer for an admitted job. Requires l.mu.
