@@ -122,6 +122,8 @@ type Ingress struct {
 	// jetstream, stored): <events_prefix>.<downstream>.<state>. A change
 	// needs a restart.
 	EventsPrefix string `mapstructure:"events_prefix"`
+	// Bulk is bulk intake: many jobs in one request (bulk.go).
+	Bulk Bulk `mapstructure:"bulk"`
 }
 
 // Downstream configures one protected backend.

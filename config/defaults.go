@@ -35,6 +35,7 @@ func Defaults() Config {
 			DedupeWindow:  jetstream.DefaultDedupeWindow,
 			StatusPrefix:  DefaultStatusPrefix,
 			EventsPrefix:  DefaultEventsPrefix,
+			Bulk:          Bulk{SubjectPrefix: DefaultBulkPrefix, MaxJobs: DefaultBulkMaxJobs, MaxBytes: DefaultBulkMaxBytes},
 		},
 		ShutdownGrace: settings.DefaultShutdownGrace,
 		Tracing:       Tracing{Parent: TraceParentProducer},

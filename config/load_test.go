@@ -56,6 +56,7 @@ downstreams.scanner.dead_letters.max_count: must be 1..10000000, got 20000000 (e
 downstreams.c.dead_letter: "erp.orders" is the sink.nats.subject of downstreams.a, so its deliveries would be stored as dead letters; use another subject (env SHAPER_DOWNSTREAMS_C_DEAD_LETTER)
 downstreams.d.dead_letter: "shaper.queue.d" is under nats.jetstream.subject_prefix "shaper.queue", where durable queues keep their jobs; use another subject, e.g. shaper.dead.d (env SHAPER_DOWNSTREAMS_D_DEAD_LETTER)`},
 		{"dead_letter_default_loop", `downstreams.printer.dead_letter: "shaper.dead.printer" is under ingress.subject_prefix "shaper", so jobs would loop back into the intake; use another subject (env SHAPER_DOWNSTREAMS_PRINTER_DEAD_LETTER)
+ingress.bulk.subject_prefix: "shaper.bulk" overlaps ingress.subject_prefix "shaper", so bulk requests would be taken as jobs; use another subject, e.g. shaper.bulk (env SHAPER_INGRESS_BULK_SUBJECT_PREFIX)
 ingress.events_prefix: "shaper.events" overlaps ingress.subject_prefix "shaper", so events would be taken as jobs; use another subject, e.g. shaper.events (env SHAPER_INGRESS_EVENTS_PREFIX)
 ingress.status_prefix: "shaper.status" overlaps ingress.subject_prefix "shaper", so status requests would be taken as jobs; use another subject, e.g. shaper.status (env SHAPER_INGRESS_STATUS_PREFIX)
 nats.jetstream.subject_prefix: "shaper.queue" overlaps ingress.subject_prefix "shaper", so stored jobs would loop back into the intake; use another subject, e.g. shaper.queue (env SHAPER_NATS_JETSTREAM_SUBJECT_PREFIX)`},
@@ -176,7 +177,8 @@ func TestDefaults(t *testing.T) {
 		Admin: Admin{Listen: "127.0.0.1:9090"},
 		Ingress: Ingress{SubjectPrefix: "shaper.jobs", QueueGroup: "shaper", KeyHeader: "Shaper-Key",
 			MaxPayload: 1 << 20, DedupeWindow: 2 * time.Minute,
-			StatusPrefix: "shaper.status", EventsPrefix: "shaper.events"},
+			StatusPrefix: "shaper.status", EventsPrefix: "shaper.events",
+			Bulk: Bulk{SubjectPrefix: "shaper.bulk", MaxJobs: 1000, MaxBytes: 8 << 20}},
 		ShutdownGrace: 10 * time.Second,
 		Tracing:       Tracing{Parent: "producer"},
 	}

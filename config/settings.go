@@ -110,7 +110,7 @@ func RestartRequired(old, next Config) []string {
 
 func restartKey(path string) bool {
 	switch path {
-	case "ingress.subject_prefix", "ingress.queue_group", "ingress.status_prefix", "ingress.events_prefix", "tracing.parent":
+	case "ingress.subject_prefix", "ingress.queue_group", "ingress.status_prefix", "ingress.events_prefix", "ingress.bulk.subject_prefix", "tracing.parent":
 		return true
 	}
 	return strings.HasPrefix(path, "nats.") || strings.HasPrefix(path, "admin.")

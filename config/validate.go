@@ -91,6 +91,7 @@ func (c Config) validate(ps *problems) {
 func (c Config) validateNATS(v validator) {
 	n := c.NATS
 	c.validateSync(v)
+	c.validateBulk(v)
 	if n.URL == "" {
 		v.listen("nats.embedded.listen", n.Embedded.Listen, true)
 		if v.ok("nats.embedded.store_dir") && n.Embedded.StoreDir == "" {
