@@ -120,6 +120,8 @@ var exampleSteps = []cliStep{
 	{name: "Shaper-Reply-To: the outcome", sub: `nats sub shaper.outcomes.demo --count 1 -s nats://127.0.0.1:4222`,
 		cmd:   `nats req shaper.jobs.printer '{"doc":6}' -H Shaper-Key:acme -H Shaper-Reply-To:shaper.outcomes.demo -s nats://127.0.0.1:4222`,
 		check: checkOutcome},
+	{name: "bulk request from an NDJSON file", idle: true, cmd: `nats req shaper.bulk.printer --force-stdin -H Shaper-Key:acme -s nats://127.0.0.1:4222 < deploy/orders.ndjson`,
+		check: checkBulk},
 	{name: "status of a job never seen", cmd: `nats req shaper.status.printer.no-such-job '' -s nats://127.0.0.1:4222`,
 		check: func(t *testing.T, e *cliEnv, r []cliRun) {
 			wantHeader(t, r[0], "Shaper-State: unknown")
@@ -127,6 +129,28 @@ var exampleSteps = []cliStep{
 				t.Errorf("want the unknown answer:\n%s", r[0])
 			}
 		}},
+}
+
+// checkBulk checks the documented bulk request: the three orders of the
+// file accepted in one reply, in order, and delivered byte for byte.
+func checkBulk(t *testing.T, e *cliEnv, r []cliRun) {
+	wantHeader(t, r[0], "Shaper-Status: accepted")
+	wantHeader(t, r[0], "Shaper-Accepted: 3")
+	var b struct {
+		Status string `json:"status"`
+		Jobs   []struct {
+			Index int    `json:"index"`
+			JobID string `json:"job_id"`
+		} `json:"jobs"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r[0].stdout)), &b); err != nil || b.Status != "accepted" || len(b.Jobs) != 3 {
+		t.Fatalf("want one accepted reply for 3 jobs (%v):\n%s", err, r[0])
+	}
+	for i, order := range []string{`{"order": 1001, "sku": "A-17", "qty": 2}`, `{"order": 1002, "sku": "B-03", "qty": 1}`, `{"order": 1003, "sku": "A-17", "qty": 5}`} {
+		if h := e.waitBody(t, order); b.Jobs[i].Index != i || h.jobID != b.Jobs[i].JobID {
+			t.Errorf("order %d: printer got job %q, the reply said %+v", i, h.jobID, b.Jobs[i])
+		}
+	}
 }
 
 // checkOutcome checks the documented Shaper-Reply-To example: the accept
@@ -350,6 +374,10 @@ func (e *cliEnv) command(t *testing.T, ctx context.Context, line string) *exec.C
 	if strings.Count(line, docServer) != 1 {
 		t.Fatalf("command does not end in %q: %s", docServer, line)
 	}
+	var stdin string // a documented "< FILE": the command reads FILE
+	if i := strings.LastIndex(line, " < "); i >= 0 {
+		line, stdin = line[:i], line[i+3:]
+	}
 	words := shellWords(t, strings.Replace(line, docServer, "-s "+e.url, 1))
 	if words[0] != "nats" {
 		t.Fatalf("not a nats command: %s", line)
@@ -362,6 +390,14 @@ func (e *cliEnv) command(t *testing.T, ctx context.Context, line string) *exec.C
 		}
 	}
 	cmd.Env = append(cmd.Env, "HOME="+e.home, "XDG_CONFIG_HOME="+filepath.Join(e.home, ".config"))
+	if stdin != "" {
+		f, err := os.Open(filepath.Join("..", stdin)) // documented from the repository's root
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		cmd.Stdin = f
+	}
 	return cmd
 }
 

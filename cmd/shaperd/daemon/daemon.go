@@ -115,6 +115,7 @@ func newView(cfg config.Config) *view {
 			prefix:     cfg.Ingress.SubjectPrefix + ".",
 			keyHeader:  cfg.Ingress.KeyHeader,
 			maxPayload: int(cfg.Ingress.MaxPayload),
+			bulk:       bulkLimits(cfg.Ingress.Bulk),
 		},
 		known: make(map[string]string, len(cfg.Downstreams)),
 	}
@@ -205,7 +206,7 @@ func (d *Daemon) connect(cfg config.Config, url string) (*nats.Conn, error) {
 
 // subscribe starts intake on <prefix>.> in the queue group: one subscription,
 // so messages are handled one at a time (the handler does no I/O but the reply).
-func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, rejected *deadletter.Rejected) (*nats.Subscription, error) {
+func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, rejected *deadletter.Rejected) ([]*nats.Subscription, error) {
 	in := &intake{
 		tracer:  tracing.Tracer(d.tp),
 		limits:  func() intakeLimits { return d.view.Load().limits },
@@ -222,6 +223,15 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, 
 	sub, err := nc.QueueSubscribe(subject, cfg.Ingress.QueueGroup, in.handle)
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", subject, err)
+	}
+	subs := []*nats.Subscription{sub}
+	if b := cfg.Ingress.Bulk; b.On() {
+		bsub, err := d.subscribeBulk(nc, in, cfg)
+		if err != nil {
+			_ = sub.Unsubscribe()
+			return nil, err
+		}
+		subs = append(subs, bsub)
 	}
 	// Bound what may wait in the client: past it NATS drops and counts
 	// (shaper_intake_slow_consumer_dropped_total), it never grows unbounded.
@@ -242,7 +252,7 @@ func (d *Daemon) subscribe(nc *nats.Conn, sh *shaper.Shaper, cfg config.Config, 
 			d.intakeUp.Store(true)
 		}
 	}
-	return sub, nil
+	return subs, nil
 }
 
 func (d *Daemon) known(name string) (string, bool) {

@@ -184,6 +184,12 @@ func (in *intake) answerRejected(msg *nats.Msg, job *queue.Job, reason shaper.Re
 		in.respond(msg, rejectedReply(msg.Reply, reason, retryAfter, err))
 		return
 	}
+	in.deadLetter(job, reason, err)
+}
+
+// deadLetter stores the dead letter of a rejected plain publish's job,
+// when its downstream is configured.
+func (in *intake) deadLetter(job *queue.Job, reason shaper.Reason, err error) {
 	subject, _ := in.known(job.Downstream)
 	if subject == "" {
 		return

@@ -17,6 +17,8 @@ type daemonMetrics struct {
 	intakeReplyFailures prometheus.Counter
 	duplicates          prometheus.Counter
 	achievedRate        *prometheus.GaugeVec
+	bulkRequests        *prometheus.CounterVec   // {downstream,status}
+	bulkJobs            *prometheus.HistogramVec // {downstream}
 }
 
 func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
@@ -53,6 +55,15 @@ func newDaemonMetrics(reg prometheus.Registerer) *daemonMetrics {
 		achievedRate: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "shaper_drain_rate_achieved_per_second",
 			Help: "Starts per second over the status page's last sampling interval (2 s): the achieved drain rate, beside shaper_drain_rate_per_second. For alerting prefer rate(shaper_jobs_started_total[5m]).",
+		}, []string{"downstream"}),
+		bulkRequests: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "shaper_bulk_requests_total",
+			Help: "Bulk intake requests answered, by status: accepted (every job), partial (some), rejected (none, or the request could not be read).",
+		}, []string{"downstream", "status"}),
+		bulkJobs: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "shaper_bulk_jobs",
+			Help:    "Jobs per bulk intake request that could be read; each job is also counted in the single-job series.",
+			Buckets: []float64{1, 10, 50, 100, 250, 500, 1000, 2500, 10000},
 		}, []string{"downstream"}),
 		duplicates: f.NewCounter(prometheus.CounterOpts{
 			Name: "shaper_jobs_duplicate_total",

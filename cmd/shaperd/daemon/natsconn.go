@@ -40,6 +40,9 @@ func startEmbedded(cfg config.Config, log *slog.Logger) (*server.Server, error) 
 		port = server.RANDOM_PORT
 	}
 	maxPayload := int64(cfg.Ingress.MaxPayload) + embeddedHeadroom
+	if b := cfg.Ingress.Bulk; b.On() { // a bulk request's body, and one byte more for an honest refusal
+		maxPayload = max(maxPayload, int64(b.MaxBytes)+embeddedHeadroom)
+	}
 	if maxPayload < server.MAX_PAYLOAD_SIZE {
 		maxPayload = server.MAX_PAYLOAD_SIZE
 	}

@@ -46,6 +46,7 @@ type intakeLimits struct {
 	prefix     string // subject prefix with the trailing dot
 	keyHeader  string
 	maxPayload int
+	bulk       bulkLimit // bulk requests (bulk.go)
 }
 
 // rejection is an intake refusal with its reason, one of the protocol's.

@@ -88,6 +88,10 @@ func (d *Daemon) natsConn(_ context.Context, w *wiring) ([]service.Service, erro
 		return nil, err
 	}
 	w.nc = nc
+	if b := w.cfg.Ingress.Bulk; b.On() && nc.IsConnected() && nc.MaxPayload() < int64(b.MaxBytes) {
+		d.log.Warn("the NATS server's max_payload is below ingress.bulk.max_bytes: it refuses bulk requests larger than max_payload before shaperd sees them; raise max_payload on the server or lower ingress.bulk.max_bytes",
+			"max_payload", nc.MaxPayload(), "ingress.bulk.max_bytes", int64(b.MaxBytes))
+	}
 	return []service.Service{&service.Funcs{StopFunc: func() error { return closeNATS(nc) }}}, nil
 }
 
@@ -173,10 +177,14 @@ func (d *Daemon) replaysStep(_ context.Context, w *wiring) ([]service.Service, e
 
 // intakeStep subscribes intake; stopping it drains the subscription.
 func (d *Daemon) intakeStep(_ context.Context, w *wiring) ([]service.Service, error) {
-	sub, err := d.subscribe(w.nc, w.sh, w.cfg, w.rejected)
+	subs, err := d.subscribe(w.nc, w.sh, w.cfg, w.rejected)
 	if err != nil {
 		return nil, err
 	}
 	nc, grace := w.nc, w.cfg.ShutdownGrace
-	return []service.Service{&service.Funcs{StopFunc: func() error { return drainSubscription(nc, sub, grace) }}}, nil
+	svcs := make([]service.Service, len(subs))
+	for i, sub := range subs {
+		svcs[i] = &service.Funcs{StopFunc: func() error { return drainSubscription(nc, sub, grace) }}
+	}
+	return svcs, nil
 }
