@@ -1,14 +1,18 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/shaperd/shaper/shaper/producer"
 )
 
 // bulkAnswer is a decoded bulk reply.
@@ -301,4 +305,49 @@ func TestBulkIntakePlainPublishDeadLetters(t *testing.T) {
 	}
 	in.metricReaches(t, `shaper_jobs_rejected_total{downstream="printer",reason="queue_full"}`, 2)
 	in.metricReaches(t, `shaper_bulk_requests_total{downstream="printer",status="partial"}`, 1)
+}
+
+// The producer package against the daemon: SubmitBulk's typed results,
+// and SubmitBulkRetry sending again only the jobs refused with a
+// Retry-After, once it has passed, until all are in.
+func TestBulkIntakeProducer(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(lane("printer", "1000/s", 100, `    admission: { mode: token_bucket, rate: 2/s, burst: 2 }
+`, ds.URL)))
+	jobs := []producer.BulkJob{
+		producer.JSONJob([]byte(`{"n": 1}`)), producer.BytesJob([]byte{0, 1, 2}),
+		producer.JSONJob([]byte(`3`)), producer.JSONJob([]byte(`4`), producer.Key("other")),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := producer.SubmitBulk(ctx, in.nc, "printer", jobs, producer.Key("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != producer.BulkPartial || res.Accepted != 3 || res.Rejected != 1 || res.Jobs[2].Reason != "rate_limited" || res.Jobs[2].RetryAfter <= 0 {
+		t.Fatalf("SubmitBulk: %+v", res)
+	}
+	// Key acme has no token left: two of these three wait for theirs.
+	more := []producer.BulkJob{producer.JSONJob([]byte(`5`)), producer.JSONJob([]byte(`6`)), producer.JSONJob([]byte(`7`))}
+	var retries atomic.Int32
+	res, err = producer.SubmitBulkRetry(ctx, in.nc, "printer", more, producer.Key("acme"),
+		producer.OnRetry(func(producer.Retry) { retries.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != producer.BulkAccepted || res.Accepted != 3 || retries.Load() == 0 {
+		t.Fatalf("SubmitBulkRetry: %+v after %d retries", res, retries.Load())
+	}
+	hits := ds.waitHits(t, 6, 10*time.Second)
+	bodies := map[string]bool{}
+	for _, h := range hits {
+		bodies[h.body] = true
+	}
+	for _, want := range []string{`{"n": 1}`, "\x00\x01\x02", "4", "5", "6", "7"} {
+		if !bodies[want] {
+			t.Errorf("the downstream did not get %q (got %v)", want, bodies)
+		}
+	}
 }

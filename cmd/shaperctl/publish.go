@@ -7,12 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -49,9 +47,10 @@ type publishOptions struct {
 	StatusPrefix  string        // with Wait: the status look-ups' prefix
 	JSON          bool
 	Verbose       bool
+	bulkOptions   // -bulk, -bulk-prefix, -atomic
 }
 
-func (o publishOptions) subject() string { return o.SubjectPrefix + "." + o.Downstream }
+func (o publishOptions) subject() string { return o.prefix() + "." + o.Downstream }
 
 // keyFor is the admission key of job i: -key, or key-(i mod -keys), or none.
 func (o publishOptions) keyFor(i int) string {
@@ -95,7 +94,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	defer nc.Close()
 	client, err := producer.New(nc, producer.SubjectPrefix(o.SubjectPrefix), producer.StatusPrefix(o.StatusPrefix),
-		producer.KeyHeader(o.KeyHeader), producer.Timeout(o.Timeout))
+		producer.BulkSubjectPrefix(o.BulkPrefix), producer.KeyHeader(o.KeyHeader), producer.Timeout(o.Timeout))
 	if err != nil {
 		return usageErr(stderr, "publish", "%v", err)
 	}
@@ -106,7 +105,7 @@ func cmdPublish(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			return exitFailed
 		}
 	}
-	sum := summarize(o, results, wall)
+	sum := summarizeRun(o, results, wall)
 	if err := writeSummary(stdout, o, sum, results); err != nil {
 		fmt.Fprintf(stderr, "shaperctl publish: %v\n", err)
 		return exitFailed
@@ -139,6 +138,9 @@ for until it ends, at most -wait-timeout: the summary adds the accepted jobs by
 final state (succeeded, failed, expired, dropped) and the accepted→ended latency
 p50/p99 (from send to outcome). A worker holds its job until it ends, so
 -concurrency bounds the jobs waited for at once; raise it to keep -rate.
+With -bulk N, the jobs go N to a request on <bulk-prefix>.<downstream> (the
+last may hold fewer) and are summarised job by job just the same; -rate still
+counts jobs (a request of N leaves every N/rate), -concurrency requests.
 Exit code: 0 when every job got an answer (rejections included) and, with
 -wait, every accepted job an outcome (failed ones included), 1 when some did
 not, 2 for a usage error.
@@ -146,14 +148,16 @@ not, 2 for a usage error.
 Examples:
   shaperctl publish -downstream printer -n 15 -rate 50/s -keys 3 -v
   shaperctl publish -downstream printer -n 100 -rate 2/s -concurrency 100 -wait
+  shaperctl publish -downstream printer -n 10000 -rate 2000/s -bulk 100
 `, stderr)
 	var o publishOptions
 	rate, payloadFile := definePublishFlags(fs, &o)
+	defineBulkFlags(fs, &o.bulkOptions)
 	notBefore := fs.String("not-before", "", "set Shaper-Not-Before: start no earlier than this RFC 3339 `time`, e.g. 2030-01-02T15:04:05Z")
 	if code, ok := parseFlags(fs, args); !ok {
 		return o, code, false
 	}
-	if msg := cmp.Or(checkPublish(o), checkWait(o)); msg != "" {
+	if msg := cmp.Or(checkPublish(o), checkWait(o), checkBulk(o)); msg != "" {
 		return o, usageErr(stderr, "publish", "%s", msg), false
 	}
 	bad := func(format string, args ...any) (publishOptions, int, bool) {
@@ -195,7 +199,7 @@ func definePublishFlags(fs *flag.FlagSet, o *publishOptions) (rate, payloadFile 
 	rate, payloadFile = new(string), new(string)
 	fs.StringVar(&o.Downstream, "downstream", "", "downstream `name` (required): the last token of the subject")
 	fs.IntVar(&o.N, "n", 1, "number of jobs to send")
-	fs.StringVar(rate, "rate", "", "send `rate` such as 50/s, 120/m, 0.5/s (default: as fast as possible)")
+	fs.StringVar(rate, "rate", "", "send `rate` in jobs, with -bulk too, such as 50/s, 120/m, 0.5/s (default: as fast as possible)")
 	fs.IntVar(&o.Concurrency, "concurrency", 16, "requests in flight at once")
 	fs.StringVar(&o.Key, "key", "", "admission `key` for every job (header -key-header)")
 	fs.IntVar(&o.Keys, "keys", 0, "spread jobs over `K` admission keys key-0..key-(K-1), round robin")
@@ -275,57 +279,23 @@ type jobResult struct {
 	jobOutcome
 }
 
-// publishJobs sends o.N jobs from o.Concurrency workers, paced by pace, and
-// returns one result per job (in index order) and the wall time.
+// publishJobs sends o.N jobs, one a request or, with -bulk, o.Bulk a
+// request, and returns one result per job (in index order) and the wall
+// time.
 func publishJobs(ctx context.Context, c *producer.Client, o publishOptions) ([]jobResult, time.Duration) {
 	results := make([]jobResult, o.N)
 	for i := range results {
 		results[i] = jobResult{Index: i, Key: o.keyFor(i), Err: "not_sent"}
 	}
-	next := make(chan int)
-	var wg sync.WaitGroup
 	t0 := time.Now()
-	for range min(o.Concurrency, o.N) {
-		wg.Go(func() {
-			for i := range next {
-				results[i] = sendJob(ctx, c, o, i, t0)
-			}
+	if o.Bulk > 0 {
+		sendPaced(ctx, o.Concurrency, (o.N+o.Bulk-1)/o.Bulk, o.Rate/float64(o.Bulk), t0, func(k int) {
+			sendBulk(ctx, c, o, results[k*o.Bulk:min((k+1)*o.Bulk, o.N)], t0)
 		})
+	} else {
+		sendPaced(ctx, o.Concurrency, o.N, o.Rate, t0, func(i int) { results[i] = sendJob(ctx, c, o, i, t0) })
 	}
-	pace(ctx, next, o.N, o.Rate, t0)
-	close(next)
-	wg.Wait()
 	return results, time.Since(t0)
-}
-
-// scheduleAt is the instant of send k on the absolute schedule t0 + k/rate,
-// so a late send is followed by on-time ones rather than shifting them all.
-func scheduleAt(t0 time.Time, k int, rate float64) time.Time {
-	return t0.Add(time.Duration(math.Round(float64(k) / rate * float64(time.Second))))
-}
-
-// pace hands indexes 0..n-1 to the workers, each no earlier than its slot
-// (no pacing when rate is 0). It stops early when ctx ends.
-func pace(ctx context.Context, next chan<- int, n int, rate float64, t0 time.Time) {
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for k := range n {
-		if rate > 0 {
-			if d := time.Until(scheduleAt(t0, k, rate)); d > 0 {
-				timer.Reset(d)
-				select {
-				case <-timer.C:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}
-		select {
-		case next <- k:
-		case <-ctx.Done():
-			return
-		}
-	}
 }
 
 // sendJob sends job i and waits for its reply (unless -no-reply).

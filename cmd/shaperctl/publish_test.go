@@ -30,14 +30,18 @@ func runNATS(t *testing.T) *server.Server {
 // (Retry-After 3), and a repeated Nats-Msg-Id is an accepted duplicate. A
 // new job with Shaper-Reply-To ends at once and gets its outcome there:
 // failed with a 500 when its payload says "fail", none at all when it
-// says "lose", else succeeded with a 200.
+// says "lose", else succeeded with a 200. Bulk requests on
+// shaper.bulk.printer are answered job by job the same way (see
+// handleBulk).
 type fakeDaemon struct {
 	nc       *nats.Conn
 	mu       sync.Mutex
 	capacity int
 	queued   int
 	ids      map[string]string
-	headers  []nats.Header
+	headers  []nats.Header // each job's, a bulk job's merged with its request's
+	payloads []string      // each job's
+	bulk     []bulkSeen    // each bulk request
 }
 
 func startFakeDaemon(t *testing.T, url string, capacity int) *fakeDaemon {
@@ -51,6 +55,9 @@ func startFakeDaemon(t *testing.T, url string, capacity int) *fakeDaemon {
 	if _, err := nc.Subscribe("shaper.jobs.printer", f.handle); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := nc.Subscribe("shaper.bulk.printer", f.handleBulk); err != nil {
+		t.Fatal(err)
+	}
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -60,35 +67,42 @@ func startFakeDaemon(t *testing.T, url string, capacity int) *fakeDaemon {
 func (f *fakeDaemon) handle(m *nats.Msg) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.headers = append(f.headers, m.Header)
-	id := m.Header.Get("Nats-Msg-Id")
+	body, jobID := f.job(m.Header, m.Data)
 	reply := nats.NewMsg(m.Reply)
-	var body map[string]any
-	switch {
-	case id != "" && f.ids[id] != "":
-		body = map[string]any{"status": "accepted", "downstream": "printer", "job_id": f.ids[id], "duplicate": true}
-	case m.Header.Get("Shaper-Key") == "key-2":
-		body = map[string]any{"status": "rejected", "reason": "rate_limited", "retry_after_seconds": 3, "error": "key over its limit"}
-		reply.Header.Set("Shaper-Reason", "rate_limited")
-		reply.Header.Set("Retry-After", "3")
-	case f.queued >= f.capacity:
-		body = map[string]any{"status": "rejected", "reason": "queue_full", "retry_after_seconds": 1,
-			"error": fmt.Sprintf("queue printer is full (%d/%d)", f.queued, f.capacity)}
-		reply.Header.Set("Shaper-Reason", "queue_full")
-		reply.Header.Set("Retry-After", "1")
-	default:
-		f.queued++
-		jobID := "job-" + strconv.Itoa(f.queued)
-		if id != "" {
-			f.ids[id] = jobID
-		}
-		body = map[string]any{"status": "accepted", "downstream": "printer", "job_id": jobID,
-			"position": f.queued, "eta_seconds": float64(f.queued) / 2}
-		defer f.end(jobID, m)
-	}
 	reply.Header.Set("Shaper-Status", body["status"].(string))
+	if reason, ok := body["reason"].(string); ok {
+		reply.Header.Set("Shaper-Reason", reason)
+		reply.Header.Set("Retry-After", strconv.Itoa(body["retry_after_seconds"].(int)))
+	}
 	reply.Data, _ = json.Marshal(body)
 	_ = m.RespondMsg(reply)
+	if jobID != "" {
+		f.end(jobID, m)
+	}
+}
+
+// job answers one job, with headers h and payload data, and returns its
+// reply body and, when it was queued, its job id. f.mu must be held.
+func (f *fakeDaemon) job(h nats.Header, data []byte) (map[string]any, string) {
+	f.headers = append(f.headers, h)
+	f.payloads = append(f.payloads, string(data))
+	id := h.Get("Nats-Msg-Id")
+	switch {
+	case id != "" && f.ids[id] != "":
+		return map[string]any{"status": "accepted", "downstream": "printer", "job_id": f.ids[id], "duplicate": true}, ""
+	case h.Get("Shaper-Key") == "key-2":
+		return map[string]any{"status": "rejected", "reason": "rate_limited", "retry_after_seconds": 3, "error": "key over its limit"}, ""
+	case f.queued >= f.capacity:
+		return map[string]any{"status": "rejected", "reason": "queue_full", "retry_after_seconds": 1,
+			"error": fmt.Sprintf("queue printer is full (%d/%d)", f.queued, f.capacity)}, ""
+	}
+	f.queued++
+	jobID := "job-" + strconv.Itoa(f.queued)
+	if id != "" {
+		f.ids[id] = jobID
+	}
+	return map[string]any{"status": "accepted", "downstream": "printer", "job_id": jobID,
+		"position": f.queued, "eta_seconds": float64(f.queued) / 2}, jobID
 }
 
 // end publishes the outcome of job id, sent as m, on its Shaper-Reply-To.

@@ -1,8 +1,9 @@
 // Package producer provides a Go client for submitting jobs to shaperd over
 // NATS: the job protocol (subjects, headers and replies) with
 // typed options for its headers, a typed Result for its replies, errors per
-// rejection reason, a submit that waits out Retry-After, and what became of
-// a job: a submit that waits for its outcome, and the status look-up.
+// rejection reason, a submit that waits out Retry-After, bulk requests (many
+// jobs in one), and what became of a job: a submit that waits for its
+// outcome, and the status look-up.
 //
 // It imports only nats.go, the standard library and shaper/outcome (the
 // record type, itself the standard library only).
@@ -76,11 +77,35 @@
 // any time, by downstream and job id, and answers state outcome.Unknown
 // for an id shaperd has no record of.
 //
+// # Bulk requests
+//
+// SubmitBulk sends many jobs in one request on <bulk prefix>.D (default
+// prefix shaper.bulk), each taken as if sent alone, and returns one answer
+// per job with the totals. A JSONJob's data reaches the downstream as
+// written, a BytesJob's may be any bytes; a job's options are its own
+// headers, the request's the defaults of every job, and Atomic makes the
+// request all or nothing. SubmitBulkRetry sends again only the jobs
+// rejected with a Retry-After, once the longest has passed:
+//
+//	jobs := []producer.BulkJob{
+//		producer.JSONJob([]byte(`{"doc":1}`), producer.Key("acme")),
+//		producer.BytesJob(pdf, producer.Key("globex"), producer.MsgID("o-17")),
+//	}
+//	res, err := producer.SubmitBulkRetry(ctx, nc, "printer", jobs, producer.MaxWait(time.Minute))
+//	if err != nil {
+//		return err // rejected whole (a *RejectedError), or no answer
+//	}
+//	for _, j := range res.Jobs {
+//		if err := j.Err(); err != nil {
+//			log.Printf("job %d: %v", j.Index, err)
+//		}
+//	}
+//
 // # Clients
 //
 // The package functions use shaperd's defaults. When the daemon's
-// ingress.subject_prefix, ingress.status_prefix or ingress.key_header
-// differ, create a Client:
+// ingress.subject_prefix, ingress.status_prefix, ingress.bulk.subject_prefix
+// or ingress.key_header differ, create a Client:
 //
 //	c, err := producer.New(nc, producer.SubjectPrefix("jobs"), producer.KeyHeader("X-Tenant"))
 //	...

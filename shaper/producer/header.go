@@ -15,14 +15,17 @@ const (
 	HeaderPriority    = "Shaper-Priority"
 	HeaderDelay       = "Shaper-Delay"
 	HeaderNotBefore   = "Shaper-Not-Before"
-	HeaderContentType = "Content-Type"    // the one producer header passed on to an HTTP downstream
-	HeaderReplyTo     = "Shaper-Reply-To" // the subject a job's final outcome is published on
+	HeaderContentType = "Content-Type"       // the one producer header passed on to an HTTP downstream
+	HeaderReplyTo     = "Shaper-Reply-To"    // the subject a job's final outcome is published on
+	HeaderBulkAtomic  = "Shaper-Bulk-Atomic" // on a bulk request: "true" queues every job or none
 
 	// shaperd's reply to a job carries these. A downstream's 429 or 503
 	// may carry HeaderRetryAfter too.
 	HeaderStatus     = "Shaper-Status"
 	HeaderReason     = "Shaper-Reason" // also on a dead letter: why the job was given up
 	HeaderRetryAfter = "Retry-After"
+	HeaderAccepted   = "Shaper-Accepted" // on a bulk reply: how many of its jobs were accepted
+	HeaderRejected   = "Shaper-Rejected" // on a bulk reply: how many were rejected
 
 	// shaperd adds these to every delivery to a downstream.
 	HeaderJobID          = "Shaper-Job-Id"

@@ -30,6 +30,7 @@ type Client struct {
 	statusPrefix string // with the trailing dot
 	keyHeader    string
 	timeout      time.Duration
+	bulkPrefix   string // with the trailing dot; "": DefaultBulkSubjectPrefix (see bulk.go)
 }
 
 // ClientOption configures a Client.
