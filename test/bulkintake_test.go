@@ -351,3 +351,54 @@ func TestBulkIntakeProducer(t *testing.T) {
 		}
 	}
 }
+
+// All or nothing on jetstream: a request the stream cannot hold whole is
+// refused queue_full and stores nothing; one over the server's atomic
+// batch limit is refused bad_request naming it; a job whose Nats-Msg-Id
+// the store holds is answered as a duplicate and the rest are stored.
+func TestBulkIntakeAtomicOnJetStream(t *testing.T) {
+	t.Parallel()
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	in := startDaemon(t, srv, baseConfig(fmt.Sprintf(`
+  printer:
+    rate: 1/h
+    queue: { capacity: 1001, backend: jetstream }
+    sink:
+      http: { url: %q, timeout: 2s }
+`, ds.URL))+`
+ingress:
+  bulk: { max_jobs: 2000 }
+`)
+	atomic := map[string]string{"Shaper-Bulk-Atomic": "true"}
+	jobs := func(from, n int) string {
+		data := make([]string, n)
+		for i := range data {
+			data[i] = strconv.Itoa(from + i)
+		}
+		return ndjson(data...)
+	}
+	a := in.bulkSend(t, "printer", jobs(0, 1001), atomic)
+	if a.Status != "rejected" || a.Jobs[0].Reason != "bad_request" || !strings.Contains(a.Jobs[0].Error, "at most 1000") {
+		t.Fatalf("1001 jobs all or nothing: %s %+v", a.Status, a.Jobs[0])
+	}
+	a = in.bulkSend(t, "printer", `[{"data": 1, "headers": {"Nats-Msg-Id": "o-1"}}, {"data": 2}]`, atomic)
+	if a.verdicts() != "accepted accepted" {
+		t.Fatalf("a request that fits: %s", a.verdicts())
+	}
+	a = in.bulkSend(t, "printer", `[{"data": 1, "headers": {"Nats-Msg-Id": "o-1"}}, {"data": 3}]`, atomic)
+	if a.verdicts() != "duplicate accepted" || a.Jobs[0].JobID == "" {
+		t.Fatalf("a request with a stored Nats-Msg-Id: %s %+v", a.verdicts(), a.Jobs[0])
+	}
+	// 3 stored (one may have started): 1000 more do not fit the 1001.
+	a = in.bulkSend(t, "printer", jobs(10, 1000), atomic)
+	if a.Status != "rejected" || a.Jobs[0].Reason != "queue_full" || a.Jobs[0].RetryAfter < 1 {
+		t.Fatalf("an all-or-nothing request the stream cannot hold: %s %+v", a.Status, a.Jobs[0])
+	}
+	if v := in.metric(t, `shaper_jobs_accepted_total{downstream="printer"}`); v != 3 {
+		t.Errorf("accepted jobs counted %v, want 3", v)
+	}
+	if n := streamMsgs(t, in.nc, "printer"); n > 3 {
+		t.Fatalf("%d messages in the stream, want at most the 3 accepted", n)
+	}
+}
