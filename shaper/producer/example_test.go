@@ -32,6 +32,44 @@ func ExampleSubmit() {
 	// Output: accepted: true at position 1
 }
 
+// Three jobs in one bulk request, each taken as if it had been sent
+// alone: the printer's queue holds two, so the third is refused.
+func ExampleSubmitBulk() {
+	d := exampleShaperd(lane("printer", "10/s", "capacity: 2", ""))
+	defer d.stop()
+
+	nc, err := nats.Connect(d.URL)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer nc.Close()
+
+	jobs := []producer.BulkJob{
+		producer.JSONJob([]byte(`{"order": 1}`)),                         // sent as written
+		producer.JSONJob([]byte(`{"order": 2}`), producer.Key("globex")), // its own key
+		producer.BytesJob([]byte{0xff, 0x00}),                            // any bytes
+	}
+	res, err := producer.SubmitBulk(context.Background(), nc, "printer", jobs, producer.Key("acme"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(res.Status, res.Accepted, "accepted,", res.Rejected, "rejected")
+	for _, j := range res.Jobs {
+		if j.Accepted {
+			fmt.Println(j.Index, "accepted, with a job id:", j.JobID != "")
+		} else {
+			fmt.Println(j.Index, "rejected", j.Reason)
+		}
+	}
+	// Output:
+	// partial 2 accepted, 1 rejected
+	// 0 accepted, with a job id: true
+	// 1 accepted, with a job id: true
+	// 2 rejected queue_full
+}
+
 func ExampleClient_SubmitRetry() {
 	// erp admits one job per key every two seconds.
 	d := exampleShaperd(lane("erp", "10/s", "capacity: 10", "    admission: { mode: token_bucket, rate: 0.5/s, burst: 1 }\n"))
