@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/shaperd/shaper/cmd/shaperd/daemon"
 	"github.com/shaperd/shaper/shaper/producer"
 )
 
@@ -400,5 +401,48 @@ ingress:
 	}
 	if n := streamMsgs(t, in.nc, "printer"); n > 3 {
 		t.Fatalf("%d messages in the stream, want at most the 3 accepted", n)
+	}
+}
+
+// The embedded server's max_payload fits ingress.bulk.max_bytes, so a
+// bulk request of several MiB reaches the daemon; a remote server whose
+// max_payload is smaller is named in the start-up log. Each job of a
+// request is still bounded by ingress.max_payload.
+func TestBulkIntakeMaxPayload(t *testing.T) {
+	t.Parallel()
+	ds := newDownstream(t)
+	addr := freeAddr(t)
+	startShaperd(t, fmt.Sprintf(`
+nats:
+  embedded: { listen: %q, store_dir: %q }
+admin: { listen: "%%ADMIN%%" }
+ingress: { max_payload: 4KiB, bulk: { max_bytes: 4MiB, max_jobs: 2000 } }
+downstreams:
+  printer:
+    rate: 1/h
+    queue: { capacity: 10000, backend: memory }
+    sink: { http: { url: %q } }
+`, addr, t.TempDir(), ds.URL))
+	nc, err := nats.Connect("nats://" + addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	in := &instance{nc: nc}
+	big := `"` + strings.Repeat("x", 3000) + `"`
+	data := make([]string, 1001)
+	for i := range data {
+		data[i] = big
+	}
+	data[1000] = `"` + strings.Repeat("y", 5000) + `"` // over ingress.max_payload
+	a := in.bulkSend(t, "printer", ndjson(data...), nil) // about 3 MiB
+	if a.Accepted != 1000 || a.Jobs[1000].Reason != "payload_too_large" || !strings.Contains(a.Jobs[1000].Error, "ingress.max_payload") {
+		t.Fatalf("a 3 MiB request: %d accepted, the last %+v", a.Accepted, a.Jobs[1000])
+	}
+
+	srv := runNATS(t) // a remote server: max_payload 1MiB
+	_, logs := startDaemonOpts(t, srv, baseConfig(lane("printer", "1/s", 10, "", ds.URL)), daemon.Options{})
+	if !strings.Contains(logs.String(), "max_payload is below ingress.bulk.max_bytes") {
+		t.Errorf("no start-up line names the remote server's smaller max_payload:\n%s", logs.String())
 	}
 }
