@@ -434,7 +434,7 @@ downstreams:
 	for i := range data {
 		data[i] = big
 	}
-	data[1000] = `"` + strings.Repeat("y", 5000) + `"` // over ingress.max_payload
+	data[1000] = `"` + strings.Repeat("y", 5000) + `"`   // over ingress.max_payload
 	a := in.bulkSend(t, "printer", ndjson(data...), nil) // about 3 MiB
 	if a.Accepted != 1000 || a.Jobs[1000].Reason != "payload_too_large" || !strings.Contains(a.Jobs[1000].Error, "ingress.max_payload") {
 		t.Fatalf("a 3 MiB request: %d accepted, the last %+v", a.Accepted, a.Jobs[1000])
