@@ -81,7 +81,8 @@ func chaosCheck(t *testing.T, c *chaos, lg *chaosLedger, ds *downstream, seed ui
 	worst, worstAt := chaosWorstWindow(hits, time.Second)
 	windowBound := int(chaosRate*1.1) + 1 + chaosPrefetch
 	if worst > windowBound {
-		report("%d starts in the 1 s from %s, bound %d (rate × 1.1 + 1 + prefetch %d)", worst, worstAt.Sub(c.t0).Round(time.Millisecond), windowBound, chaosPrefetch)
+		report("%d starts in the 1 s from %s, bound %d (rate × 1.1 + 1 + prefetch %d): %s", worst, worstAt.Sub(c.t0).Round(time.Millisecond),
+			windowBound, chaosPrefetch, chaosWindowStarts(hits, byID, worstAt, time.Second))
 	}
 
 	c.mu.Lock()
@@ -120,6 +121,26 @@ func jobIDsOf(hs []hit) []string {
 		out = append(out, h.jobID)
 	}
 	return out
+}
+
+// chaosWindowStarts says who started the jobs of the window of length w
+// from from: the starts of each daemon (by the admin address its sink
+// names), and how many were a job's second or later delivery.
+func chaosWindowStarts(hits []hit, byID map[string][]hit, from time.Time, w time.Duration) string {
+	perDaemon, again := map[string]int{}, 0
+	for _, h := range hits {
+		if h.at.Before(from) || h.at.Sub(from) >= w {
+			continue
+		}
+		perDaemon[h.header.Get("X-Chaos-Daemon")]++
+		for _, earlier := range byID[h.body] {
+			if earlier.at.Before(h.at) {
+				again++
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("starts by daemon (admin address) %v, %d of them a job's delivery again", perDaemon, again)
 }
 
 // chaosWorstWindow returns the most starts in any window of length w

@@ -94,7 +94,7 @@ downstreams:
     rate: %g/s
     concurrency: %d
     queue: { capacity: 100000, backend: jetstream }
-    sink: { http: { url: %q, timeout: 2s } }
+    sink: { http: { url: %q, timeout: 2s, headers: { X-Chaos-Daemon: "%%ADMIN%%" } } }
 `, strings.Join(urls, ","), chaosPinnedTTL, chaosRate, chaosConcurrency, ds.URL)
 	for range 3 {
 		p, _, err := c.startDaemon()
