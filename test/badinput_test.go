@@ -97,8 +97,11 @@ func hostile(i int) *nats.Msg {
 // behind, never piling up. (The test's NATS server is in this process, so
 // its store counts in the heap: a small bound, and memory storage, since a
 // file store caches the block it writes, ~8 MiB of the server's memory.)
+//
+// Not parallel: it measures the process's heap, which tests running beside
+// it (large bulk requests, kill -9 cycles) would grow too; CI's -race step
+// once saw 18 MiB that way.
 func TestHostileInputFlood(t *testing.T) {
-	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
 	cfg := baseConfig(lane("printer", "2/s", 10, "    dead_letters: { max_count: 100 }\n", ds.URL)) +
