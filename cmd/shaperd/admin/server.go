@@ -80,6 +80,11 @@ type Server struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	mu       sync.Mutex
+	active   map[net.Conn]struct{} // connections reading or answering a request
+	stopping bool
+	quiet    chan struct{} // closed once stopping with no request in progress
 }
 
 // Start serves /metrics, /healthz, /readyz, /v1 and the status page on
@@ -118,9 +123,12 @@ func Start(cfg config.Admin, deps Deps) (*Server, error) {
 			MaxHeaderBytes:    16 << 10,
 			ErrorLog:          slog.NewLogLogger(deps.Logger.Handler(), slog.LevelWarn), // e.g. TLS handshake errors
 		},
-		addr: ln.Addr().String(),
-		done: make(chan error, 1),
+		addr:   ln.Addr().String(),
+		done:   make(chan error, 1),
+		active: map[net.Conn]struct{}{},
+		quiet:  make(chan struct{}),
 	}
+	s.srv.ConnState = s.track
 	go func() {
 		var err error
 		if tlsCfg != nil {
@@ -140,16 +148,59 @@ func Start(cfg config.Admin, deps Deps) (*Server, error) {
 func (s *Server) Addr() string { return s.addr }
 
 // Stop shuts the server down, waiting up to 5 s for requests in progress,
-// and returns once the serving goroutine has ended. It is idempotent: later
-// calls return the first call's error.
+// and returns once the serving goroutine has ended. A connection that has
+// sent no request (a client's spare dial, a probe) is closed, not waited
+// for: http.Server.Shutdown alone would wait 5 s for it and report the
+// wait as an error. It is idempotent: later calls return the first call's
+// error.
 func (s *Server) Stop() error {
 	s.stopOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
+		s.mu.Lock()
+		s.stopping = true
+		s.quietLocked()
+		s.mu.Unlock()
+		go func() { // ends with Stop: cancel closes ctx
+			select {
+			case <-s.quiet:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		err := s.srv.Shutdown(ctx)
-		s.stopErr = errors.Join(err, <-s.done)
+		if errors.Is(err, context.Canceled) { // no request in progress: the rest are silent
+			err = nil
+		}
+		s.stopErr = errors.Join(err, s.srv.Close(), <-s.done)
 	})
 	return s.stopErr
+}
+
+// track follows the connections with a request in progress (the server's
+// ConnState hook): from its first byte until its answer is written.
+func (s *Server) track(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == http.StateActive {
+		s.active[c] = struct{}{}
+		return
+	}
+	delete(s.active, c)
+	s.quietLocked()
+}
+
+// quietLocked closes quiet when the server stops with no request in
+// progress. Requires s.mu.
+func (s *Server) quietLocked() {
+	if !s.stopping || len(s.active) > 0 {
+		return
+	}
+	select {
+	case <-s.quiet:
+	default:
+		close(s.quiet)
+	}
 }
 
 // crossOriginGuard refuses POSTs from another origin's page with a JSON

@@ -3,8 +3,10 @@ package admin
 import (
 	"encoding/json"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -130,4 +132,38 @@ func compact(t *testing.T, body string) string {
 	}
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// A connection that never sent a request (a client's spare dial, a port
+// probe) does not hold Stop up: the server would otherwise wait 5 s for
+// it and report context.DeadlineExceeded.
+func TestStopDoesNotWaitForSilentConnections(t *testing.T) {
+	srv, err := Start(adminLoopback(), Deps{
+		Logger: slog.New(slog.DiscardHandler), Registry: prometheus.NewRegistry(),
+		Downstreams: func() Downstreams { return nil },
+		NotReady:    func() []string { return nil },
+		History:     NewHistory(0, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, _ := get(t, "http://"+srv.Addr()+"/readyz"); status != 200 {
+		t.Fatalf("GET /readyz: %d", status)
+	}
+	silent, err := net.Dial("tcp", srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	time.Sleep(100 * time.Millisecond) // accepted: the server tracks it
+	start := time.Now()
+	if err := srv.Stop(); err != nil {
+		t.Errorf("Stop: %v, want nil", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Stop took %v with a silent connection open, want well under the 5 s a silent connection is waited for", took)
+	}
+	if _, err := silent.Read(make([]byte, 1)); err == nil {
+		t.Error("the silent connection is still open after Stop")
+	}
 }
