@@ -15,10 +15,11 @@ import (
 // minParallel is how many tests marked t.Parallel run at once at least,
 // unless -test.parallel says otherwise (its default is GOMAXPROCS). The
 // black-box tests mostly wait (on paced deliveries, timeouts, restarts),
-// so more of them than the machine's cores share it well.
-const minParallel = 4
+// so more of them than the machine's cores share it well. Under the race
+// detector each takes several times the CPU, so fewer share it.
+var minParallel = map[bool]int{false: 8, true: 4}[raceEnabled]
 
-// TestMain runs the tests with at least 4 in parallel, starts building the
+// TestMain runs the tests with at least minParallel in parallel, starts building the
 // shaperd binary for the process tests at once, checks that no test leaves
 // a goroutine behind (daemons, NATS servers, proxies and downstreams are
 // all stopped by their cleanups), and removes the binary.
