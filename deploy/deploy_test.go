@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/shaperd/shaper/config"
 )
 
@@ -429,10 +431,20 @@ func shaperctl(t *testing.T) string {
 	return builtBinaries(t)["./cmd/shaperctl"]
 }
 
+// TestMain runs the tests, checks that none left a goroutine behind (the
+// in-process daemons and NATS servers are stopped by their cleanups; the
+// two long tests run in parallel, so no test can check alone) and removes
+// the binaries built.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" && binErr == nil {
 		os.RemoveAll(binDir)
+	}
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			println("goleak: goroutines left behind after the tests:\n", err.Error())
+			code = 1
+		}
 	}
 	os.Exit(code)
 }

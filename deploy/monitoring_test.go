@@ -17,7 +17,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
 	"github.com/prometheus/prometheus/promql/parser"
-	"go.uber.org/goleak"
 
 	"github.com/shaperd/shaper/config"
 )
@@ -395,8 +394,8 @@ func TestMonitoringMatchesDaemon(t *testing.T) {
 	for name, r := range rec {
 		recSels["record "+name] = r.sels
 	}
-	probe := shaperctl(t)                      // built before the goroutine check starts
-	t.Cleanup(func() { goleak.VerifyNone(t) }) // after the daemon's cleanup, registered later
+	t.Parallel() // beside TestAgainstPrometheus; TestMain checks for goroutines left behind
+	probe := shaperctl(t)
 
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1

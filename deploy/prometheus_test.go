@@ -393,6 +393,7 @@ func drive(t *testing.T, natsURL string) {
 // downstream stays quiet), and that every panel query of the dashboard and
 // its variable return data. About a minute; loopback only.
 func TestAgainstPrometheus(t *testing.T) {
+	t.Parallel()
 	bin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Skip("SKIPPED: no prometheus binary on PATH, so the alerts and the dashboard were NOT checked against a real " +
