@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/queue"
@@ -76,10 +76,50 @@ func (s *HTTPSink) Traced(tp trace.TracerProvider) *HTTPSink {
 		return s
 	}
 	s.tracer = tracing.Tracer(tp)
-	u, _ := url.Parse(s.spec.URL)
-	s.span = trace.WithAttributes(attribute.String("http.request.method", s.spec.Method), attribute.String("url.full", s.spec.URL),
-		attribute.String("server.address", u.Hostname()))
+	u, _ := url.Parse(s.spec.URL) // NewHTTPSink parsed it
+	s.span = trace.WithAttributes(semconv.HTTPRequestMethodKey.String(s.spec.Method), semconv.URLFull(spanURL(u)),
+		semconv.ServerAddress(u.Hostname()), semconv.ServerPort(port(u)))
 	return s
+}
+
+// spanURL is u as a span's url.full, redacted as the HTTP conventions
+// ask: credentials become REDACTED:REDACTED, and so do the values of the
+// query keys that carry signatures (a tracing backend is read by more
+// people than the config).
+func spanURL(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		c.User = url.UserPassword(redacted, redacted)
+	}
+	if c.RawQuery != "" {
+		pairs := strings.Split(c.RawQuery, "&")
+		for i, p := range pairs {
+			k, _, _ := strings.Cut(p, "=")
+			if name, err := url.QueryUnescape(k); err == nil && signatureKeys[name] {
+				pairs[i] = k + "=" + redacted
+			}
+		}
+		c.RawQuery = strings.Join(pairs, "&")
+	}
+	return c.String()
+}
+
+// redacted replaces a secret in a span's url.full.
+const redacted = "REDACTED"
+
+// signatureKeys are the query keys whose values the HTTP conventions
+// redact in url.full by default.
+var signatureKeys = map[string]bool{"AWSAccessKeyId": true, "Signature": true, "sig": true, "X-Goog-Signature": true}
+
+// port is u's port, or its scheme's default.
+func port(u *url.URL) int {
+	if p, err := strconv.Atoi(u.Port()); err == nil {
+		return p
+	}
+	if u.Scheme == "https" {
+		return 443
+	}
+	return 80
 }
 
 // do sends req, in a CLIENT span when the sink is traced and req's context
@@ -95,7 +135,7 @@ func (s *HTTPSink) do(req *http.Request) (*http.Response, error) {
 	case err != nil:
 		span.SetStatus(codes.Error, err.Error())
 	default:
-		span.SetAttributes(attribute.Int("http.response.status_code", resp.StatusCode))
+		span.SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 		if resp.StatusCode >= 400 {
 			span.SetStatus(codes.Error, resp.Status)
 		}

@@ -78,7 +78,8 @@ func (s *NATSSink) send(ctx context.Context, m *nats.Msg) (*nats.Msg, *outcome.R
 	if s.tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		var span trace.Span
 		ctx, span = s.tracer.Start(ctx, "publish "+s.spec.Subject, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(tracing.SystemNATS, tracing.KeyOperation.String("publish"), tracing.KeyDestination.String(s.spec.Subject)))
+			trace.WithAttributes(tracing.SystemNATS, tracing.KeyOperation.String("send"), tracing.KeyOperationName.String("publish"),
+				tracing.KeyDestination.String(s.spec.Subject)))
 		for k := range m.Header {
 			for _, name := range traceHeaders {
 				if strings.EqualFold(k, name) {

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -135,7 +136,7 @@ func Provider(ctx context.Context, env Env, version string) (*sdktrace.TracerPro
 		return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
 	}
 	res, err := resource.New(ctx,
-		resource.WithAttributes(attribute.String("service.name", DefaultServiceName), attribute.String("service.version", version)),
+		resource.WithAttributes(semconv.ServiceName(DefaultServiceName), semconv.ServiceVersion(version)),
 		resource.WithFromEnv(), resource.WithTelemetrySDK())
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
@@ -149,21 +150,22 @@ const Name = "github.com/shaperd/shaper"
 // Messaging attributes of the shaper's spans (OpenTelemetry messaging
 // conventions, and the shaper's own).
 var (
-	SystemNATS = attribute.String("messaging.system", "nats")
+	SystemNATS = semconv.MessagingSystemKey.String("nats")
 )
 
-// Attribute keys.
+// Attribute keys: the conventions' (semconv), and the shaper's own.
 const (
-	KeyDestination = attribute.Key("messaging.destination.name")
-	KeyMessageID   = attribute.Key("messaging.message.id")
-	KeyOperation   = attribute.Key("messaging.operation.type")
-	KeyDownstream  = attribute.Key("shaper.downstream")
-	KeyQueueWait   = attribute.Key("shaper.queue.wait")
-	KeyAttempt     = attribute.Key("shaper.delivery.attempt")
-	KeyBatchID     = attribute.Key("shaper.batch.id")
-	KeyBatchSize   = attribute.Key("shaper.batch.size")
-	KeyStatus      = attribute.Key("shaper.status")
-	KeyReason      = attribute.Key("shaper.reason")
+	KeyDestination   = semconv.MessagingDestinationNameKey
+	KeyMessageID     = semconv.MessagingMessageIDKey
+	KeyOperation     = semconv.MessagingOperationTypeKey
+	KeyOperationName = semconv.MessagingOperationNameKey
+	KeyDownstream    = attribute.Key("shaper.downstream")
+	KeyQueueWait     = attribute.Key("shaper.queue.wait")
+	KeyAttempt       = attribute.Key("shaper.delivery.attempt")
+	KeyBatchID       = attribute.Key("shaper.batch.id")
+	KeyBatchSize     = attribute.Key("shaper.batch.size")
+	KeyStatus        = attribute.Key("shaper.status")
+	KeyReason        = attribute.Key("shaper.reason")
 )
 
 // Tracer is the shaper's tracer of tp; nil when tp is nil (tracing off).
@@ -171,5 +173,5 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
 		return nil
 	}
-	return tp.Tracer(Name)
+	return tp.Tracer(Name, trace.WithSchemaURL(semconv.SchemaURL))
 }
