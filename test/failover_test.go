@@ -278,3 +278,84 @@ func TestStartReadySoonAfterLostRequests(t *testing.T) {
 		})
 	}
 }
+
+// A drainer frozen (SIGSTOP) past pinned_ttl and the ack wait still holds
+// its fetched jobs when it wakes, while the other daemon has taken the pin
+// and, with the tokens of those jobs delivered again, drains them at the
+// rate. The thawed one must not start what it holds until it knows
+// whether it is still pinned: starting at once would give the downstream
+// two drainers' starts and the same jobs twice (the chaos test once saw 61
+// starts in 1 s at 50/s from two daemons).
+func TestThawedDrainerStartsNothingWhileAnotherIsPinned(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs two shaperd processes for ~15 s; run without -short")
+	}
+	srv := runNATS(t)
+	ds := newDownstream(t)
+	conf := fmt.Sprintf(`
+nats:
+  url: %q
+  jetstream: { pinned_ttl: %s, ack_wait: %s }
+admin: { listen: "%%ADMIN%%" }
+shutdown_grace: 1s
+downstreams:
+  gateway:
+    rate: 20/s
+    queue: { capacity: 1000, backend: jetstream }
+    sink: { http: { url: %q, timeout: 5s, headers: { X-Daemon: "%%ADMIN%%" } } }
+`, srv.ClientURL(), frozenPinnedTTL, frozenPinnedTTL, ds.URL)
+	a, b := startShaperd(t, conf), startShaperd(t, conf)
+	nc, err := nats.Connect(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	fillQueue(t, nc, "shaper.jobs.gateway", 600, []byte("job"), func(int) nats.Header { return nil })
+	ds.waitHits(t, 20, 10*time.Second) // draining
+	active, standby := a, b
+	if ls := b.lanes(); len(ls) == 1 && ls[0].Started > 0 {
+		active, standby = b, a
+	}
+	if err := active.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = active.cmd.Process.Signal(syscall.SIGCONT) })
+	// Past pinned_ttl and the ack wait (with a fetch wait to spare): the
+	// standby holds the pin and the frozen one's jobs.
+	time.Sleep(3*frozenPinnedTTL + time.Second)
+	if ls := standby.lanes(); len(ls) != 1 || ls[0].Started == 0 {
+		t.Fatalf("the standby daemon's table %+v: want it draining while the other is frozen", ls)
+	}
+	if err := active.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	thawed := time.Now()
+	time.Sleep(3 * time.Second)
+	byDaemon, bodies := map[string]int{}, map[string]int{}
+	for _, h := range ds.snapshot() {
+		bodies[h.jobID]++
+		if h.at.After(thawed) {
+			byDaemon[h.header.Get("X-Daemon")]++
+		}
+	}
+	activeAddr := strings.TrimPrefix(active.admin, "http://")
+	t.Logf("starts in the 3 s after the thaw, by daemon: %v (thawed: %s)", byDaemon, activeAddr)
+	if n := byDaemon[activeAddr]; n > 0 {
+		t.Errorf("the thawed daemon started %d jobs while the other was pinned and draining; want none", n)
+	}
+	if byDaemon[strings.TrimPrefix(standby.admin, "http://")] == 0 {
+		t.Error("the standby daemon started nothing after the thaw; want it still draining")
+	}
+	// The job in flight at the freeze went to the standby after the ack
+	// wait (at least once); no other starts twice.
+	var twice []string
+	for id, n := range bodies {
+		if n > 1 {
+			twice = append(twice, fmt.Sprintf("%s × %d", id, n))
+		}
+	}
+	if len(twice) > 1 {
+		t.Errorf("jobs started more than once: %v; want at most the one in flight at the freeze", twice)
+	}
+}

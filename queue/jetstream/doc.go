@@ -160,7 +160,8 @@
 // PinnedTTL) only measures how long the jobs of an instance that died or
 // froze stay with it: the window stream hands their tokens to the next
 // drainer once both AckWait and PinnedTTL have passed, plus one fetch
-// wait. A shorter AckWait than PinnedTTL gains nothing (the jobs wait for
+// wait. A frozen instance that wakes starts none of the jobs it still
+// holds until a refresh has read who is pinned (thaw.go). A shorter AckWait than PinnedTTL gains nothing (the jobs wait for
 // the pin anyway) and risks redelivering a live instance's jobs after a
 // short NATS stall; a much longer one makes the held jobs wait for it.
 // Each JetStream API request of the stream and consumer checks waits at

@@ -166,6 +166,7 @@ func (q *Queue) ensure(ctx context.Context, b bounds, lastLog *time.Time) {
 // them with the stores and acks booked meanwhile; the promoter's sources
 // take the subjects'), and who is pinned on the window's consumer.
 func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
+	began := time.Now()
 	q.mu.Lock()
 	q.cnt.depth.begin()
 	levels := len(q.cnt.levels)
@@ -215,6 +216,9 @@ func (q *Queue) refresh(ctx context.Context, s natsjs.Stream) {
 		}
 		if q.pro.pinSeen != "" && q.pro.pinNow != "" && q.pro.pinNow != q.pro.pinSeen {
 			q.lostPinLocked()
+		}
+		if q.liftLocked(began) { // the held jobs left, or the pin is this instance's
+			changed = true
 		}
 	}
 	q.expirePromotedLocked(time.Now())
@@ -310,17 +314,31 @@ func keepAliveEvery(ackWait time.Duration) time.Duration {
 // keepAlive is the keep-alive goroutine, one per queue for all of the jobs
 // it holds: every keepAliveEvery it tells the server each of them is still
 // being worked on, so AckWait only matters for an instance that died or
-// froze. It runs apart from maintain, whose requests may wait on a slow
+// froze. Its beat (every beatEvery, when that is sooner) is how the queue
+// sees that it did not run for a while (thaw.go). It runs apart from maintain, whose requests may wait on a slow
 // server, so that the progress acks are never late for that.
 func (q *Queue) keepAlive() {
-	tick := time.NewTicker(keepAliveEvery(q.st.set.AckWait))
+	acks := keepAliveEvery(q.st.set.AckWait)
+	every := min(acks, beatEvery(q.st.set.PinnedTTL)) // the beat that sees a gap (thaw.go)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
+	acked := time.Now()
+	q.mu.Lock()
+	q.thaw.every, q.thaw.beat = every, acked
+	q.mu.Unlock()
 	for {
 		select {
 		case <-q.ctx.Done():
 			return
 		case <-tick.C:
-			q.inProgress()
+			now := time.Now()
+			q.mu.Lock()
+			q.beatLocked(now)
+			q.mu.Unlock()
+			if now.Sub(acked) >= acks-every/2 {
+				acked = now
+				q.inProgress()
+			}
 		}
 	}
 }

@@ -144,6 +144,9 @@ func (q *Queue) NextReadyIf(may func(key string) bool) (time.Time, bool) {
 	if len(q.hold.unrecorded) >= q.leaving { // the next to leave wakes the lane
 		return time.Time{}, false
 	}
+	if q.stallLocked(time.Now()) { // the refresh that lifts the fence wakes the lane
+		return time.Time{}, false
+	}
 	return q.hold.index.kind.NextReadyIf(may)
 }
 
@@ -155,7 +158,7 @@ func (q *Queue) Take(now time.Time) (*queue.Job, time.Time, bool) { return q.Tak
 func (q *Queue) TakeIf(now time.Time, may func(key string) bool) (*queue.Job, time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.hold.unrecorded) >= q.leaving {
+	if len(q.hold.unrecorded) >= q.leaving || q.stallLocked(time.Now()) {
 		return nil, time.Time{}, false
 	}
 	job, at, m, ok := q.hold.index.take(now, may)

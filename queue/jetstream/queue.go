@@ -56,6 +56,7 @@ type Queue struct {
 	mu       sync.Mutex
 	keyConc  bool
 	hold     holdings // the drainer's jobs of the window
+	thaw     thaw     // no start after a gap until the pin is read (thaw.go)
 	pro      promoter // what goes into the window next
 	cnt      counts   // the stream's jobs by level, delayed
 	recs     recordWrites
