@@ -12,6 +12,7 @@ import (
 // their tokens in the window). A delayed job's count is an upper bound.
 // With levels and without.
 func TestAheadSkipsStartedAndDelayed(t *testing.T) {
+	t.Parallel()
 	for _, levels := range []int{1, 3} {
 		st, _ := runStore(t)
 		q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 20, Rate: 1, Concurrency: 2, Priorities: levels})

@@ -88,6 +88,7 @@ func runAtomicServer(t *testing.T, limits server.JSLimitOpts) *Store {
 // (sequences 1..100), at positions 1..100, found by their names, and
 // drained in order.
 func TestOfferAllStoresInOrder(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "printer", Capacity: 200, Rate: 1000, Concurrency: 100})
 	var names []string
@@ -124,6 +125,7 @@ func TestOfferAllStoresInOrder(t *testing.T) {
 // Jobs of several levels are stored on their levels' subjects, as Offer
 // stores them: the drain starts the most urgent level first.
 func TestOfferAllLevels(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "printer", Capacity: 10, Rate: 1000, Concurrency: 10, Priorities: 2})
 	jobs := []*queue.Job{job("a", "", 2), job("b", "", 1), job("c", "", 2), job("d", "", 1)}
@@ -141,6 +143,7 @@ func TestOfferAllLevels(t *testing.T) {
 // A batch the stream cannot take whole (max_msgs, max_bytes: discard new)
 // stores none of its jobs and is answered queue.ErrFull (ErrMaxBytes).
 func TestOfferAllFull(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "printer", Capacity: 10, Rate: 1})
 	storeJobs(t, q, 5)
@@ -172,6 +175,7 @@ func TestOfferAllFull(t *testing.T) {
 // and the rest are stored; a later single copy of a batch's id is a
 // duplicate of its job.
 func TestOfferAllDuplicates(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "printer", Capacity: 10, Rate: 1})
 	queued := &queue.Job{DedupeID: "order-1", Payload: []byte("x"), Enqueued: time.Now()}
@@ -226,6 +230,7 @@ func TestOfferAllDuplicates(t *testing.T) {
 // More jobs than one atomic batch may hold are refused, none stored: over
 // MaxAll at once, and over a server's lower max_batch_size by the server.
 func TestOfferAllTooMany(t *testing.T) {
+	t.Parallel()
 	st := runAtomicServer(t, server.JSLimitOpts{MaxBatchSize: 5})
 	q := openQueue(t, st, QueueSettings{Name: "printer", Capacity: 2000, Rate: 1})
 	jobs := make([]*queue.Job, MaxAtomic+1)
@@ -251,6 +256,7 @@ func TestOfferAllTooMany(t *testing.T) {
 // A previous version's stream, without allow_atomic, gains it; a stream
 // without it refuses OfferAll before anything is sent.
 func TestEnsureAllowsAtomic(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ctx := context.Background()
 	cfg := st.streamConfig("printer", bounds{capacity: 10})
@@ -278,6 +284,7 @@ func TestEnsureAllowsAtomic(t *testing.T) {
 // nothing; the server drops it after its batch timeout, so a late commit
 // is refused as incomplete.
 func TestBatchWithoutCommitStoresNothing(t *testing.T) {
+	t.Parallel()
 	st := runAtomicServer(t, server.JSLimitOpts{MaxBatchTimeout: 300 * time.Millisecond})
 	q := openQueue(t, st, QueueSettings{Name: "printer", Capacity: 10, Rate: 1})
 	msg := func(seq int, commit bool) *nats.Msg {
@@ -318,6 +325,7 @@ func TestBatchWithoutCommitStoresNothing(t *testing.T) {
 // Batches and single stores offered at once each get their own places: a
 // batch's jobs take sequences in a row, whatever is stored meanwhile.
 func TestOfferAllConcurrent(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "printer", Capacity: 1000, Rate: 1})
 	var wg sync.WaitGroup
@@ -355,6 +363,7 @@ func TestOfferAllConcurrent(t *testing.T) {
 // An atomic batch's PubAck gives its id and count besides the last
 // sequence.
 func TestParseBatchPubAck(t *testing.T) {
+	t.Parallel()
 	a, err := parsePubAck([]byte(`{"stream":"SHAPER_p","seq":42,"batch":"b1","count":3}`))
 	if err != nil || a != (pubAck{seq: 42, batch: "b1", count: 3}) {
 		t.Fatalf("parsePubAck: %+v, %v", a, err)
@@ -365,6 +374,7 @@ func TestParseBatchPubAck(t *testing.T) {
 // window) until it is answered: it waits for that room, and is refused
 // errStalled without taking any when it does not come within stallWait.
 func TestPublisherBatchWeighsOnWindow(t *testing.T) {
+	t.Parallel()
 	nc, _ := blackhole(t)
 	got := make(answers, 10)
 	pb := newPublisher(nc, 4, got.answer)
@@ -407,6 +417,7 @@ func TestPublisherBatchWeighsOnWindow(t *testing.T) {
 // records not loaded), the batch's ids are looked up in the records
 // stream first.
 func TestOfferAllLooksUpRecords(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1}
 	openQueue(t, st, ls)

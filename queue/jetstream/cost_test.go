@@ -10,6 +10,7 @@ import (
 // A job's cost is stored with it: taken from the stream, a cost-3 job
 // still holds the lane for three intervals (it came back as cost 1).
 func TestCostStoredWithJob(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100, Concurrency: 1}
 	q := openQueue(t, st, ls)

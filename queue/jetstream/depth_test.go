@@ -14,6 +14,7 @@ import (
 // instance's, or ours whose PubAck is still on its way would), then the
 // late PubAck is booked as onAck books it.
 func TestDepthPubAckAfterRefresh(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -71,6 +72,7 @@ func TestDepthPubAckAfterRefresh(t *testing.T) {
 // Stores and removals booked while a StreamInfo request is in flight are
 // applied on top of its answer by stream sequence.
 func TestDepthBookDuringRefresh(t *testing.T) {
+	t.Parallel()
 	var b depthBook
 	b.begin()
 	if b.end(3, 10); b.n != 3 {

@@ -18,6 +18,7 @@ import (
 // are refused for 1.5 s) is answered with the original's job id once it
 // can be read again, never without one.
 func TestDuplicateAnsweredAfterStreamUnreadable(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 // redelivers none of them, so a short ack wait costs a live instance
 // nothing.
 func TestHeldJobsKeptAlivePastAckWait(t *testing.T) {
+	t.Parallel()
 	const ackWait = time.Second
 	st, js := runStoreWith(t, Settings{AckWait: ackWait})
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100, Concurrency: 2}
@@ -66,6 +67,7 @@ func TestHeldJobsKeptAlivePastAckWait(t *testing.T) {
 }
 
 func TestKeepAliveEvery(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ ackWait, want time.Duration }{
 		{DefaultAckWait, time.Second}, {time.Second, 200 * time.Millisecond}, {100 * time.Millisecond, 100 * time.Millisecond},
 	} {

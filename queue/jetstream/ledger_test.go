@@ -16,6 +16,7 @@ import (
 // failures, and their ledger entries are deleted once they leave the
 // stream.
 func TestGracefulHandBackIsNotATry(t *testing.T) {
+	t.Parallel()
 	st, js := runStoreWith(t, Settings{PinnedTTL: time.Second, AckWait: time.Second}) // the next drainer is pinned after 1 s
 	ls := QueueSettings{Name: "api", Capacity: 10, Rate: 100, Concurrency: 4}
 	q := openQueue(t, st, ls)
@@ -69,6 +70,7 @@ func TestGracefulHandBackIsNotATry(t *testing.T) {
 // A failed try still counts after a hand-back: the ledger takes off only
 // the deliveries that were not tries.
 func TestLedgerKeepsFailedTries(t *testing.T) {
+	t.Parallel()
 	st, _ := runStoreWith(t, Settings{PinnedTTL: time.Second, AckWait: time.Second})
 	ls := QueueSettings{Name: "api", Capacity: 10, Rate: 100, Concurrency: 4}
 	q := openQueue(t, st, ls)
@@ -91,6 +93,7 @@ func TestLedgerKeepsFailedTries(t *testing.T) {
 // migrated in place, its jobs delivered once each, as the least urgent
 // level; any other subject set stays incompatible.
 func TestMigratePreviousLayout(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ctx := context.Background()
 	old := st.streamConfig("api", bounds{capacity: 10})
@@ -137,6 +140,7 @@ func TestMigratePreviousLayout(t *testing.T) {
 // refused with queue.ErrKeyFull, another key is accepted, and a changed
 // key capacity updates the stream.
 func TestPerKeyBound(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 10, Rate: 1, Concurrency: 10, Fairness: true, KeyCapacity: 2})
 	storeAll(t, q, job("a0", "flood", 0), job("a1", "flood", 0))
@@ -166,6 +170,7 @@ func TestPerKeyBound(t *testing.T) {
 // Counts: per level from the subjects, the delayed jobs the drainer holds
 // or handed back out of their levels.
 func TestCounts(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 20, Rate: 1, Concurrency: 20, Priorities: 3})
 	soon, later := job("soon", "", 1), job("later", "", 3)

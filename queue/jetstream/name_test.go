@@ -13,6 +13,7 @@ import (
 )
 
 func TestParseName(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		id    string
 		epoch string
@@ -44,6 +45,7 @@ func TestParseName(t *testing.T) {
 // restart) finds too; a job offered with an ID keeps it and is not found by
 // a name. Once delivered the job is no longer found.
 func TestJobNamedByItsPlace(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100}
 	q := openQueue(t, st, ls)
@@ -121,6 +123,7 @@ func TestJobNamedByItsPlace(t *testing.T) {
 // A stream created again gives its jobs names of a new epoch: a name of
 // the old stream is not found, even at a sequence the new one holds.
 func TestNameOfAnEarlierStreamNotFound(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100}
 	q := openQueue(t, st, ls)
@@ -180,6 +183,7 @@ func runStoreOn(t *testing.T, st *Store) *Store {
 // name: while the job is stored (the stream's duplicate window) and once
 // it was delivered (its dedupe record).
 func TestDuplicateOfNamedJobGetsItsName(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100}
 	q := openQueue(t, st, ls)

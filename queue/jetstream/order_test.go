@@ -60,6 +60,7 @@ func takeN(t *testing.T, q *Queue, n int) []string {
 // backend does: the most urgent level first, FIFO within a level, and a
 // retry (redelivered after its backoff) ahead of its level's fresh jobs.
 func TestIndexLevelsOrder(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	ls := QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 10, Priorities: 3}
 	q := openQueue(t, st, ls)
@@ -86,6 +87,7 @@ func TestIndexLevelsOrder(t *testing.T) {
 // A retry goes ahead of its own level's fresh jobs, not of a more urgent
 // level's, and its failed try still counts.
 func TestIndexRetryFirstInLevel(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 10, Priorities: 2})
 	storeAll(t, q, job("o0", "", 0), job("o1", "", 0))
@@ -112,6 +114,7 @@ func TestIndexRetryFirstInLevel(t *testing.T) {
 // (deficit round robin), FIFO within a key, whatever order they were
 // stored in.
 func TestIndexFairRoundRobin(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 10, Fairness: true})
 	for i := range 5 {
@@ -132,6 +135,7 @@ func TestIndexFairRoundRobin(t *testing.T) {
 // in the stream, is fetched again before its instant and starts at it,
 // its hand-back not counted as a try.
 func TestDelaysHeldAndHandedBack(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 1})
 	t0 := time.Now()
@@ -175,6 +179,7 @@ func TestDelaysHeldAndHandedBack(t *testing.T) {
 // backoff in the stream is fetched once due although a newer job fills
 // the prefetch, and starts ahead of it, its failed try counted.
 func TestRetryFetchedPastFullPrefetch(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 1})
 	storeAll(t, q, job("o0", "", 0), job("o1", "", 0), job("o2", "", 0))

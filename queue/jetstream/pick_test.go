@@ -13,6 +13,7 @@ import (
 // first once a may start again. With the plain prefetch (2 jobs here) a's
 // jobs alone would fill it and b's would never be fetched.
 func TestPickPassesOverCappedKey(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100, Concurrency: 2}
 	q := openQueue(t, st, ls)

@@ -40,6 +40,7 @@ func memoryOrder(s queue.Settings, fair bool, jobs []*queue.Job) string {
 // alone: the most urgent level first, deficit round robin between keys
 // (weights), FIFO within a key; the same order as the memory backend's.
 func TestPromoterOrder(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		ls   QueueSettings
@@ -100,6 +101,7 @@ func TestPromoterOrder(t *testing.T) {
 // A more urgent job takes a place at once in a window full of less
 // urgent ones, and starts next, as on a memory queue.
 func TestUrgentJobEntersAFullWindow(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	q := openQueue(t, st, QueueSettings{Name: "api", Capacity: 50, Rate: 1, Concurrency: 2, Priorities: 3})
 	for i := range 5 {

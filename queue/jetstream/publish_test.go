@@ -12,6 +12,7 @@ import (
 )
 
 func TestParsePubAck(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, data string
 		want       pubAck
@@ -98,6 +99,7 @@ func blackhole(t *testing.T) (*nats.Conn, func()) {
 // A store without a PubAck is answered errAckTimeout once, after the
 // timeout, and its slot in the window is free again.
 func TestPublisherAckTimeout(t *testing.T) {
+	t.Parallel()
 	nc, _ := blackhole(t)
 	got := make(answers, 10)
 	pb := newPublisher(nc, 10, got.answer)
@@ -134,6 +136,7 @@ func TestPublisherAckTimeout(t *testing.T) {
 // With MaxPending stores awaiting their PubAck, another is refused
 // errStalled after stallWait rather than wait.
 func TestPublisherStalls(t *testing.T) {
+	t.Parallel()
 	nc, _ := blackhole(t)
 	got := make(answers, 10)
 	pb := newPublisher(nc, 1, got.answer)
@@ -152,6 +155,7 @@ func TestPublisherStalls(t *testing.T) {
 // When the connection drops, the stores awaiting their PubAck are answered
 // nats.ErrDisconnected at once (their PubAcks went to the old connection).
 func TestPublisherDisconnect(t *testing.T) {
+	t.Parallel()
 	nc, stop := blackhole(t)
 	got := make(answers, 10)
 	pb := newPublisher(nc, 10, got.answer)

@@ -15,6 +15,7 @@ import (
 // larger one under a per-key cap, and every job under fairness), are
 // announced well inside that wait.
 func TestReadyWhenFetched(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		fair    bool

@@ -27,6 +27,7 @@ func store(q *Queue, job *queue.Job) (int, error) {
 // (another instance, or this one after a restart); an id whose record is
 // older than the window is not a duplicate.
 func TestRecordAnswersCopyAfterDelivery(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100}
 	ctx := context.Background()
@@ -80,6 +81,7 @@ func TestRecordAnswersCopyAfterDelivery(t *testing.T) {
 // in the stream nor recorded, is a duplicate without a job id: never the
 // id the copy was about to get, which no job has.
 func TestDuplicateWithoutOriginalHasNoJobID(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1}
 	ctx := context.Background()
@@ -104,6 +106,7 @@ func TestDuplicateWithoutOriginalHasNoJobID(t *testing.T) {
 
 // Stores run in the order they were offered, each once ready.
 func TestOrder(t *testing.T) {
+	t.Parallel()
 	var o order
 	var ran []int
 	first := o.add(nil)

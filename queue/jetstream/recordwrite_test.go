@@ -88,6 +88,7 @@ func streamState(t *testing.T, st *Store, js natsjs.JetStream, name string) (msg
 // stream, kept alive past the ack wait (never redelivered), and it is
 // acked as soon as the record is stored.
 func TestAckWaitsForRecord(t *testing.T) {
+	t.Parallel()
 	const ackWait = time.Second
 	st, js := runStoreWith(t, Settings{AckWait: ackWait})
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1}
@@ -130,6 +131,7 @@ func TestAckWaitsForRecord(t *testing.T) {
 // job whose record was not stored in its stream, not acked: it is
 // delivered again rather than lost with its record.
 func TestCloseLeavesUnrecordedJobQueued(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1}
 	q := openQueue(t, st, ls)
@@ -165,6 +167,7 @@ func TestCloseLeavesUnrecordedJobQueued(t *testing.T) {
 // records cannot be written the queue does not fetch past its prefetch,
 // so what a crash would deliver again stays bounded.
 func TestUnrecordedJobsHoldPrefetch(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 1, Concurrency: 1} // prefetch 1
 	q := openQueue(t, st, ls)
@@ -202,6 +205,7 @@ func TestUnrecordedJobsHoldPrefetch(t *testing.T) {
 // its place among the leaving jobs. The server answers such a delete
 // "no message found" (10057), or "sequence not found" (10043).
 func TestDeletingADeletedJobIsGone(t *testing.T) {
+	t.Parallel()
 	_, js := runStore(t)
 	ctx := context.Background()
 	s, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "GONE", Subjects: []string{"gone.>"}})

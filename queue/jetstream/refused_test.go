@@ -15,6 +15,7 @@ import (
 // store out of room (its share, the server's or the account's limit) is
 // ErrNoSpace, anything else neither.
 func TestRefused(t *testing.T) {
+	t.Parallel()
 	api := func(code natsjs.ErrorCode, desc string) error {
 		return fmt.Errorf("nats: %w", &natsjs.APIError{Code: 503, ErrorCode: code, Description: desc})
 	}

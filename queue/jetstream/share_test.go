@@ -17,6 +17,7 @@ import (
 // keeps every job and refuses new ones (the server takes the lower bound
 // under discard new), and no share lifts the bound.
 func TestSetShareBelowWhatTheStreamHolds(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 100, Rate: 1, StoreShare: 64 << 10}
 	q := openQueue(t, st, ls)
@@ -69,6 +70,7 @@ func TestSetShareBelowWhatTheStreamHolds(t *testing.T) {
 // bounds hold it) leaves the stream its old bound, with the rest of the
 // update made, and is no error; a smaller one is applied.
 func TestUpdateKeepingRoom(t *testing.T) {
+	t.Parallel()
 	js, _ := natsjs.New(runJetStream(t, 1<<20))
 	ctx := context.Background()
 	for name, b := range map[string]int64{"HOLDER": 600 << 10, "S": 300 << 10} {

@@ -68,6 +68,7 @@ func openQueue(t testing.TB, st *Store, ls QueueSettings) *Queue {
 // An existing stream with settings the queue cannot use is reported, naming
 // stream, setting, existing and wanted value, and left unchanged.
 func TestEnsureIncompatibleStream(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ctx := context.Background()
 	_, err := js.CreateStream(ctx, natsjs.StreamConfig{Name: "SHAPER_printer", Subjects: []string{"shaper.queue.printer"},
@@ -97,6 +98,7 @@ func TestEnsureIncompatibleStream(t *testing.T) {
 // The capacity is the stream's MaxMsgs with discard new: the store's
 // refusal is queue.ErrFull; a changed capacity updates the stream.
 func TestEnqueueFullAndSetCap(t *testing.T) {
+	t.Parallel()
 	st, js := runStore(t)
 	ls := QueueSettings{Name: "printer", Capacity: 2, Rate: 1}
 	q := openQueue(t, st, ls)
@@ -136,6 +138,7 @@ func TestEnqueueFullAndSetCap(t *testing.T) {
 }
 
 func TestWindowSize(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		rate float64
 		conc int
@@ -152,6 +155,7 @@ func TestWindowSize(t *testing.T) {
 // consumer is deleted with one log line, and every job, the held one
 // included, is promoted and started once.
 func TestLegacyConsumerMigrated(t *testing.T) {
+	t.Parallel()
 	var logs strings.Builder
 	var mu sync.Mutex
 	st, js := runStoreWith(t, Settings{Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})

@@ -17,6 +17,7 @@ import (
 // acceptance, and is forgotten after it; a miss is an answer only once the
 // table caught up.
 func TestRecordTableWindow(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	tb := newRecordTable(time.Minute, 10)
 	if _, _, sure := tb.get(t0, "a"); sure {
@@ -42,6 +43,7 @@ func TestRecordTableWindow(t *testing.T) {
 // Past the bound the oldest records are dropped, and until their window
 // would have ended a miss is no answer (the caller asks the stream).
 func TestRecordTableBound(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(1000, 0)
 	tb := newRecordTable(time.Minute, 2)
 	tb.put(t0, 1, "a", "j1", t0, 0)
@@ -65,6 +67,7 @@ func TestRecordTableBound(t *testing.T) {
 // returns and answers a copy from memory; records written by another
 // Store's drain arrive through the watch.
 func TestRecordsLoadedAndWatched(t *testing.T) {
+	t.Parallel()
 	st, _ := runStore(t)
 	ctx := context.Background()
 	ls := QueueSettings{Name: "printer", Capacity: 10, Rate: 100}
@@ -112,6 +115,7 @@ func TestRecordsLoadedAndWatched(t *testing.T) {
 // caught up again (a miss meanwhile is no answer), and records written
 // after the restart reach it.
 func TestRecordsAfterServerRestart(t *testing.T) {
+	t.Parallel()
 	opts := natsserver.DefaultTestOptions
 	opts.Port = -1
 	opts.JetStream = true

@@ -11,6 +11,7 @@ import (
 // refresh begun before it (its answer came after the thaw) does not lift
 // it.
 func TestThawFencesUntilThePinIsRead(t *testing.T) {
+	t.Parallel()
 	q := &Queue{st: &Store{set: Settings{PinnedTTL: time.Second}, log: slog.New(slog.DiscardHandler)}}
 	t0 := time.Now()
 	q.thaw.every = beatEvery(time.Second) // 250 ms
@@ -40,6 +41,7 @@ func TestThawFencesUntilThePinIsRead(t *testing.T) {
 
 // The first beat fences nothing: there was no beat before it.
 func TestThawBeforeTheFirstBeat(t *testing.T) {
+	t.Parallel()
 	q := &Queue{st: &Store{set: Settings{PinnedTTL: time.Second}, log: slog.New(slog.DiscardHandler)}}
 	if q.stallLocked(time.Now()) {
 		t.Fatal("a queue whose keep-alive has not started fenced its starts")
