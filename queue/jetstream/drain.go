@@ -315,8 +315,9 @@ func keepAliveEvery(ackWait time.Duration) time.Duration {
 // it holds: every keepAliveEvery it tells the server each of them is still
 // being worked on, so AckWait only matters for an instance that died or
 // froze. Its beat (every beatEvery, when that is sooner) is how the queue
-// sees that it did not run for a while (thaw.go). It runs apart from maintain, whose requests may wait on a slow
-// server, so that the progress acks are never late for that.
+// sees that it did not run for a while (thaw.go). It runs apart from
+// maintain, whose requests may wait on a slow server, so that the
+// progress acks are never late for that.
 func (q *Queue) keepAlive() {
 	acks := keepAliveEvery(q.st.set.AckWait)
 	every := min(acks, beatEvery(q.st.set.PinnedTTL)) // the beat that sees a gap (thaw.go)
