@@ -49,13 +49,22 @@ func (p *parser) job(i, index int) (int, Job, error) {
 
 // members reads the fields of the job object whose '{' is at i.
 func (p *parser) members(i int, st *jobState) (int, error) {
+	return p.object(i, `a field name in quotes ("data", "data_base64" or "headers")`, "',' or '}' after a job field",
+		func(i int, key []byte, flags int) (int, error) { return p.field(i, key, flags, st) })
+}
+
+// object reads the members of the object whose '{' is at i, each value by
+// member (given the member's quoted name, its flags, and the index of its
+// value); wantName and wantAfter say what was expected where a name, or
+// what follows a member, is not found.
+func (p *parser) object(i int, wantName, wantAfter string, member func(i int, key []byte, flags int) (int, error)) (int, error) {
 	i = p.ws(i + 1)
 	if p.at(i) == '}' {
 		return i + 1, nil
 	}
 	for {
 		if p.at(i) != '"' {
-			return i, p.fail(i, `a field name in quotes ("data", "data_base64" or "headers")`)
+			return i, p.fail(i, wantName)
 		}
 		ks := i
 		var flags int
@@ -67,7 +76,7 @@ func (p *parser) members(i int, st *jobState) (int, error) {
 		if i, err = p.colon(i); err != nil {
 			return i, err
 		}
-		if i, err = p.field(i, key, flags, st); err != nil {
+		if i, err = member(i, key, flags); err != nil {
 			return i, err
 		}
 		i = p.ws(i)
@@ -77,7 +86,7 @@ func (p *parser) members(i int, st *jobState) (int, error) {
 		case '}':
 			return i + 1, nil
 		default:
-			return i, p.fail(i, "',' or '}' after a job field")
+			return i, p.fail(i, wantAfter)
 		}
 	}
 }
@@ -139,37 +148,8 @@ func (p *parser) headers(i int, st *jobState) (int, error) {
 		}
 		return p.value(i)
 	}
-	i = p.ws(i + 1)
-	if p.at(i) == '}' {
-		return i + 1, nil
-	}
-	for {
-		if p.at(i) != '"' {
-			return i, p.fail(i, "a header name in quotes")
-		}
-		ks := i
-		var kflags int
-		var err error
-		if i, kflags, err = p.str(i); err != nil {
-			return i, err
-		}
-		key := p.buf[ks:i]
-		if i, err = p.colon(i); err != nil {
-			return i, err
-		}
-		if i, err = p.header(i, key, kflags, st); err != nil {
-			return i, err
-		}
-		i = p.ws(i)
-		switch p.at(i) {
-		case ',':
-			i = p.ws(i + 1)
-		case '}':
-			return i + 1, nil
-		default:
-			return i, p.fail(i, "',' or '}' after a header")
-		}
-	}
+	return p.object(i, "a header name in quotes", "',' or '}' after a header",
+		func(i int, key []byte, flags int) (int, error) { return p.header(i, key, flags, st) })
 }
 
 // header reads the value at i of the header whose quoted name is key.
