@@ -202,8 +202,13 @@ downstreams:
 		if len(np) != 4 || np[1] != traceID {
 			t.Fatalf("the NATS downstream got traceparent %q; want one of trace %s", m.Header.Get("Traceparent"), traceID)
 		}
-		if pub, _ := rcv.span(t, np[2]); pub.Kind != tracepb.Span_SPAN_KIND_CLIENT || pub.Name != "publish out.bus" {
+		pub, _ := rcv.span(t, np[2])
+		if pub.Kind != tracepb.Span_SPAN_KIND_CLIENT || pub.Name != "publish out.bus" {
 			t.Errorf("the NATS downstream's parent span is %q (%v); want shaperd's CLIENT publish span", pub.Name, pub.Kind)
+		}
+		if attrOf(pub, "messaging.system") != "nats" || attrOf(pub, "messaging.operation.type") != "send" ||
+			attrOf(pub, "messaging.operation.name") != "publish" || attrOf(pub, "messaging.destination.name") != "out.bus" {
+			t.Errorf("publish span attributes %v; want messaging.system nats, operation type send and name publish, destination out.bus", pub.Attributes)
 		}
 		parts := strings.Split(h.header.Get("Traceparent"), "-")
 		if len(parts) != 4 || parts[1] != traceID {

@@ -24,7 +24,25 @@ import (
 type NATSSink struct {
 	nc     *nats.Conn
 	spec   shaper.NATSSinkSpec
-	tracer trace.Tracer // nil: tracing off
+	tracer trace.Tracer // nil: tracing off (traced)
+
+	// A try's CLIENT span: its name and options, the same for every try.
+	spanName string
+	span     trace.SpanStartOption
+}
+
+// traced makes each try a CLIENT span (the messaging conventions' send
+// of a publish to the sink's subject) under the span of the context it
+// runs under; tp nil leaves the sink untraced.
+func (s *NATSSink) traced(tp trace.TracerProvider) *NATSSink {
+	if tp == nil {
+		return s
+	}
+	s.tracer = tracing.Tracer(tp)
+	s.spanName = "publish " + s.spec.Subject
+	s.span = trace.WithAttributes(tracing.SystemNATS, tracing.KeyOperation.String("send"),
+		tracing.KeyOperationName.String("publish"), tracing.KeyDestination.String(s.spec.Subject))
+	return s
 }
 
 // Deliver publishes the job. With Request set, any reply within the timeout
@@ -77,9 +95,7 @@ func (s *NATSSink) deliver(ctx context.Context, job *queue.Job) (*outcome.Result
 func (s *NATSSink) send(ctx context.Context, m *nats.Msg) (*nats.Msg, *outcome.Result, error) {
 	if s.tracer != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		var span trace.Span
-		ctx, span = s.tracer.Start(ctx, "publish "+s.spec.Subject, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(tracing.SystemNATS, tracing.KeyOperation.String("send"), tracing.KeyOperationName.String("publish"),
-				tracing.KeyDestination.String(s.spec.Subject)))
+		ctx, span = s.tracer.Start(ctx, s.spanName, trace.WithSpanKind(trace.SpanKindClient), s.span)
 		for k := range m.Header {
 			for _, name := range traceHeaders {
 				if strings.EqualFold(k, name) {

@@ -7,7 +7,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/shaperd/shaper/shaper"
-	"github.com/shaperd/shaper/shaper/tracing"
 )
 
 // For returns the shaper's sink builder (shaper.Deps.Sinks): an HTTPSink
@@ -29,7 +28,7 @@ func For(nc *nats.Conn, tp trace.TracerProvider) func(shaper.LaneSettings) (shap
 			if err := checkResultBytes("nats", spec.ResultBytes); err != nil {
 				return nil, fmt.Errorf("downstream %q: %w", ls.Name, err)
 			}
-			return &NATSSink{nc: nc, spec: spec, tracer: tracing.Tracer(tp)}, nil
+			return (&NATSSink{nc: nc, spec: spec}).traced(tp), nil
 		case ls.Sink.NATS != nil:
 			return nil, fmt.Errorf("downstream %q: a NATS sink needs a NATS connection", ls.Name)
 		case ls.Sink.HTTP != nil:
