@@ -20,13 +20,7 @@ func TestBreakerHoldsThroughOutage(t *testing.T) {
 	t.Parallel()
 	srv := runNATS(t)
 	ds := newDownstream(t)
-	var healAt atomic.Int64 // unix ns; 0 = not set yet: down
-	ds.respond = func(int, *http.Request) (int, map[string]string) {
-		if at := healAt.Load(); at == 0 || time.Now().UnixNano() < at {
-			return http.StatusBadGateway, nil
-		}
-		return http.StatusOK, nil
-	}
+	healAt := downUntilHealed(ds, http.StatusBadGateway)
 	in := startDaemon(t, srv, baseConfig(lane("api", "20/s", 100, `    breaker: { failures: 3, open_for: 1s, max_open_for: 2s }
     retry: { max_attempts: 10, initial_backoff: 100ms, max_backoff: 500ms }
     dead_letter: dead.api
@@ -143,13 +137,7 @@ func TestOutageUnderDefaults(t *testing.T) {
 func outageUnderDefaults(t *testing.T, backend string) {
 	srv := runNATS(t)
 	ds := newDownstream(t)
-	var healAt atomic.Int64 // unix ns; 0 = not set yet: down
-	ds.respond = func(int, *http.Request) (int, map[string]string) {
-		if at := healAt.Load(); at == 0 || time.Now().UnixNano() < at {
-			return http.StatusServiceUnavailable, nil
-		}
-		return http.StatusOK, nil
-	}
+	healAt := downUntilHealed(ds, http.StatusServiceUnavailable)
 	block := strings.Replace(lane("api", "10/s", 100, "    dead_letter: dead.api\n", ds.URL),
 		"backend: memory", "backend: "+backend, 1)
 	in := startDaemon(t, srv, baseConfig(block))
@@ -187,4 +175,17 @@ func outageUnderDefaults(t *testing.T, backend string) {
 	default:
 	}
 	waitBreaker(t, in, "api", "closed", time.Second)
+}
+
+// downUntilHealed makes ds answer code until the instant stored in the
+// returned value (unix ns; 0, as it starts: not yet set, down), then 200.
+func downUntilHealed(ds *downstream, code int) *atomic.Int64 {
+	var healAt atomic.Int64
+	ds.respond = func(int, *http.Request) (int, map[string]string) {
+		if at := healAt.Load(); at == 0 || time.Now().UnixNano() < at {
+			return code, nil
+		}
+		return http.StatusOK, nil
+	}
+	return &healAt
 }
