@@ -122,7 +122,7 @@ func (b *atomicBatch) originals(dups []probeResult) {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			b.duplicate(r.i, b.q.st.originalWithin(pendingPub{q: b.q, job: b.jobs[r.i]}, r.pa.seq))
+			b.duplicate(r.i, b.q.st.originalWithin(pendingPub{q: b.q, job: b.jobs[r.i]}, r.pa.seq, "duplicate Nats-Msg-Id in an atomic batch"))
 		})
 	}
 	wg.Wait()
@@ -130,16 +130,19 @@ func (b *atomicBatch) originals(dups []probeResult) {
 
 // originalWithin reads the job id of the original of p's job, stored at
 // seq, trying for up to duplicateWait; "" (never another's) when it is
-// known nowhere by then.
-func (st *Store) originalWithin(p pendingPub, seq uint64) string {
-	// A pause between tries, not a wait for an event (see duplicate).
+// known nowhere by then, which it logs with what (the duplicate's kind)
+// and attrs.
+func (st *Store) originalWithin(p pendingPub, seq uint64, what string, attrs ...any) string {
+	// A pause between tries, not a wait for an event: a try that found
+	// nothing had its reads fail (lost in a leader election, say), and no
+	// answer of the server says when to read again.
 	for until := time.Now().Add(duplicateWait); ; time.Sleep(recordPoll) {
 		if jobID, ok := st.originalID(p, seq); ok {
 			return jobID
 		}
 		if time.Now().After(until) {
-			st.log.Warn("duplicate Nats-Msg-Id in an atomic batch whose original job id is known nowhere; answered without a job id",
-				"downstream", p.q.name, "stream", p.q.stream)
+			st.log.Warn(what+" whose original job id is known nowhere; answered without a job id",
+				append([]any{"downstream", p.q.name, "stream", p.q.stream}, attrs...)...)
 			return ""
 		}
 	}

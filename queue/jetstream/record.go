@@ -171,22 +171,7 @@ func (st *Store) lookUpThenSend(q *Queue, job *queue.Job, done func(int, error),
 // by then the answer is a duplicate without a job id, never an id no job
 // had.
 func (st *Store) duplicate(p pendingPub, seq uint64) {
-	newID := p.job.ID
-	p.job.ID = ""
-	// A pause between tries, not a wait for an event: a try that found
-	// nothing had its reads fail (lost in a leader election, say), and no
-	// answer of the server says when to read again.
-	for until := time.Now().Add(duplicateWait); ; time.Sleep(recordPoll) {
-		if jobID, ok := st.originalID(p, seq); ok {
-			p.job.ID = jobID
-			break
-		}
-		if time.Now().After(until) {
-			st.log.Warn("duplicate Nats-Msg-Id whose original job id is known nowhere; answered without a job id",
-				"downstream", p.q.name, "stream", p.q.stream, "unused_job_id", newID)
-			break
-		}
-	}
+	p.job.ID = st.originalWithin(p, seq, "duplicate Nats-Msg-Id", "unused_job_id", p.job.ID)
 	p.done(0, queue.ErrDuplicate)
 }
 
